@@ -1,0 +1,92 @@
+"""The first code a rank process runs, before torch is imported.
+
+The launcher (runtime.launch) starts each rank with the spawn context and this
+module's `rank_process` as target. Keeping this module free of torch lets the
+UI process import the launcher without loading torch (DESIGN.md's rule) and
+lets the rank set itself up before the heavy import:
+
+- stdin from /dev/null, stdout/stderr into `rank<R>.log` in the run directory,
+  so rank output never reaches (or wrecks) the learner's terminal;
+- PR_SET_PDEATHSIG, so a rank dies with its parent and none is left behind;
+- thread counts for the math libraries, so N ranks share the cores fairly;
+- a heartbeat thread, started at once, which the launcher watches: a rank that
+  stops answering (SIGSTOP, a wedged call) stops beating and is named.
+
+Then it imports runtime.worker by name and hands over.
+
+Pure: stdlib only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+HEARTBEAT_INTERVAL_S = 0.25
+
+
+class Channel:
+    """The rank's end of its pipe to the parent, shared by the main and heartbeat threads."""
+
+    def __init__(self, conn: Any):
+        self._conn = conn
+        self._lock = threading.Lock()
+        self.current_action: str | None = None
+
+    def send(self, message: tuple) -> None:
+        with self._lock:
+            self._conn.send(message)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def _die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except OSError:
+        pass  # not Linux: the launcher's teardown still kills every rank
+
+
+def _redirect_stdio(log_path: str) -> None:
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - lives as long as the process
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+
+
+def _heartbeat(channel: Channel, rank: int) -> None:
+    while True:
+        try:
+            channel.send(("heartbeat", rank, time.perf_counter_ns(), channel.current_action))
+        except (OSError, EOFError, ValueError):
+            return  # parent gone or pipe closed: the rank is being torn down
+        time.sleep(HEARTBEAT_INTERVAL_S)
+
+
+def rank_process(spec: dict[str, Any], conn: Any) -> None:
+    """Entry point of a launched rank (spawn target)."""
+    rank = spec["rank"]
+    _die_with_parent()
+    _redirect_stdio(os.path.join(spec["run_dir"], f"rank{rank}.log"))
+    threads = str(spec.get("threads", 1))
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = threads
+    channel = Channel(conn)
+    threading.Thread(target=_heartbeat, args=(channel, rank), daemon=True, name="heartbeat").start()
+    worker = importlib.import_module("runtime.worker")
+    worker.launched_main(spec, channel)

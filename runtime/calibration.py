@@ -1,0 +1,127 @@
+"""Calibration: measure alpha, beta, gamma on this machine and cache them.
+
+`playground calibrate` (and `playground run` on first use) launches the ranks
+with the `calibrate` job (runtime.calibration_rank): every rank exchanges
+messages of several sizes with both ring neighbours at once, exactly the
+traffic pattern of a ring step, so the fit includes what sharing the CPU cores
+costs at this world size. Then it times a reduction (a += b) with every rank
+doing it at once. The parent fits t = alpha + S·beta by least squares on the
+slowest rank's median per size; gamma = the slowest rank's median reduce time
+per byte.
+
+The cache is one JSON file, keyed by host, backend, world size and torch
+version: a calibration is only valid where and how it was measured.
+
+Pure: stdlib only (torch's version is read from package metadata).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from runtime.costmodel import CostModel
+
+SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
+REDUCE_BYTES = 4 * 2**20
+REPS = 7
+STEPS = 6  # exchanges timed back to back per sample
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("PLAYGROUND_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "playground"
+    )
+    return Path(base)
+
+
+def cache_file() -> Path:
+    return cache_dir() / "calibration.json"
+
+
+def torch_version() -> str:
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def backend_hint(requested: str) -> str:
+    """What `auto` will resolve to, guessed without importing torch."""
+    if requested != "auto":
+        return requested
+    return "nccl" if os.path.exists("/dev/nvidiactl") else "gloo"
+
+
+def cache_key(backend: str, world_size: int, host: str | None = None) -> str:
+    return f"{host or socket.gethostname()}|{backend}|{world_size}|{torch_version()}"
+
+
+def _load_cache() -> dict[str, Any]:
+    try:
+        return json.loads(cache_file().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def save(model: CostModel, backend: str, world_size: int) -> None:
+    data = _load_cache()
+    data[cache_key(backend, world_size)] = model.describe()
+    path = cache_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def lookup(backend: str, world_size: int, *, nearest: bool = False) -> CostModel | None:
+    """The cached model for this host/backend/torch at `world_size` (or the nearest one)."""
+    data = _load_cache()
+    exact = data.get(cache_key(backend, world_size))
+    if exact:
+        return CostModel.from_dict(exact)
+    if not nearest:
+        return None
+    prefix = cache_key(backend, 0).rsplit("|", 2)[0]
+    candidates = []
+    for key, value in data.items():
+        host, be, world, version = key.split("|")
+        if f"{host}|{be}" == prefix and version == torch_version():
+            candidates.append((abs(int(world) - world_size), int(world), value))
+    if not candidates:
+        return None
+    _, world, value = min(candidates)
+    model = CostModel.from_dict(value)
+    return CostModel.from_dict({**model.describe(), "name": f"{model.name} (nearest calibrated world size {world})"})
+
+
+def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> CostModel:
+    """Least-squares alpha, beta from the slowest rank per size; gamma from the reduce timing."""
+    points = []
+    for size in SIZES:
+        reps = zip(*(r["sendrecv"][str(size)] for r in rank_results), strict=True)
+        points.append((size, statistics.median(max(rep) for rep in reps)))
+    mean_s = statistics.fmean(s for s, _ in points)
+    mean_t = statistics.fmean(t for _, t in points)
+    beta = sum((s - mean_s) * (t - mean_t) for s, t in points) / sum((s - mean_s) ** 2 for s, _ in points)
+    beta = max(beta, 1e-13)
+    alpha = max(mean_t - beta * mean_s, 1e-7)
+    reduce_reps = zip(*(r["reduce_s"] for r in rank_results), strict=True)
+    gamma = statistics.median(max(rep) for rep in reduce_reps) / REDUCE_BYTES
+    host = socket.gethostname()
+    return CostModel(
+        name=f"calibrated:{host}/{backend}/n={world_size}",
+        alpha=alpha,
+        beta=beta,
+        gamma=gamma,
+        cores=os.cpu_count(),
+        source=f"measured on {host} on {time.strftime('%Y-%m-%d %H:%M')} with {world_size} ranks on "
+        f"{os.cpu_count()} cores, torch {torch_version()}",
+        details={"points": [[s, t] for s, t in points], "world_size": world_size, "backend": backend},
+    )

@@ -1,0 +1,120 @@
+"""CostModel: how long an Action takes, for the simulator.
+
+The alpha-beta model per link (alpha = seconds per message, beta = seconds per
+byte), gamma = seconds per byte reduced, and a table of compute costs keyed by
+an Action's `cost_key`. A model comes from calibration on this machine
+(runtime.calibration) or from a named profile (runtime.profiles).
+
+Links: ranks on the same node (`ranks_per_node`, None = all on one) use
+alpha/beta; ranks on different nodes use inter_alpha/inter_beta. A collective
+is limited by the slowest link its group crosses.
+
+Cores: when `cores` is set, the ranks share that many CPU cores (the
+playground's CPU runs: four ranks on two cores). Compute then runs
+`max(1, busy_ranks / cores)` times slower; the simulator passes how many ranks
+share the machine. Communication on loopback also burns CPU, which calibration
+captures by measuring with all ranks exchanging at once at the same world size.
+
+Pure: stdlib only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from runtime import formulas
+from runtime.program import Action
+
+
+@dataclass(frozen=True)
+class CostModel:
+    name: str
+    alpha: float
+    beta: float
+    gamma: float
+    compute: dict[str, float] = field(default_factory=dict)
+    ranks_per_node: int | None = None
+    inter_alpha: float | None = None
+    inter_beta: float | None = None
+    cores: int | None = None
+    flops_per_s: float | None = None
+    source: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    # -- links ---------------------------------------------------------------
+    def same_node(self, a: int, b: int) -> bool:
+        if self.ranks_per_node is None:
+            return True
+        return a // self.ranks_per_node == b // self.ranks_per_node
+
+    def link(self, src: int, dst: int) -> tuple[float, float]:
+        if self.same_node(src, dst) or self.inter_alpha is None or self.inter_beta is None:
+            return self.alpha, self.beta
+        return self.inter_alpha, self.inter_beta
+
+    def group_link(self, group: tuple[int, ...]) -> tuple[float, float]:
+        """The slowest link a ring over this group crosses."""
+        links = [self.link(group[i], group[(i + 1) % len(group)]) for i in range(len(group))]
+        return max(a for a, _ in links), max(b for _, b in links)
+
+    def p2p_time(self, src: int, dst: int, nbytes: int) -> float:
+        alpha, beta = self.link(src, dst)
+        return alpha + nbytes * beta
+
+    # -- compute -------------------------------------------------------------
+    def compute_time(self, action: Action, sharing: float = 1.0) -> float:
+        """Seconds for a compute action; `sharing` = ranks per core when oversubscribed."""
+        key = action.cost_key or action.kind
+        if key in self.compute:
+            base = self.compute[key] * action.work
+        else:
+            flops = action.arg("flops")
+            if flops is None or not self.flops_per_s:
+                raise KeyError(f"cost model {self.name!r} has no compute cost for {key!r}")
+            base = flops / self.flops_per_s * action.work
+        return base * max(1.0, sharing)
+
+    def sharing(self, busy_ranks: int) -> float:
+        if self.cores is None or self.cores <= 0:
+            return 1.0
+        return max(1.0, busy_ranks / self.cores)
+
+    # -- collectives -----------------------------------------------------------
+    def collective_time(self, action: Action) -> float:
+        group = action.group or (action.rank,)
+        n = len(group)
+        if n <= 1:
+            return 0.0
+        alpha, beta = self.group_link(group)
+        s, g = action.bytes, self.gamma
+        algo = action.algorithm or "ring"
+        kind = action.kind
+        if kind == "barrier":
+            return 2 * formulas.tree_rounds(n) * alpha
+        if kind == "all_reduce":
+            if algo == "tree":
+                return formulas.tree_all_reduce_time(n, s, alpha, beta, g)
+            if algo == "rabenseifner":
+                return formulas.rabenseifner_all_reduce_time(n, s, alpha, beta, g)
+            # "ring" and "builtin": gloo and NCCL use rings for large buffers.
+            return formulas.ring_all_reduce_time(n, s, alpha, beta, g)
+        if kind == "reduce_scatter":
+            return formulas.ring_reduce_scatter_time(n, s, alpha, beta, g)
+        if kind == "all_gather":
+            return formulas.ring_all_gather_time(n, s, alpha, beta)
+        if kind == "broadcast":
+            return formulas.tree_broadcast_time(n, s, alpha, beta)
+        raise KeyError(f"no cost formula for collective {kind!r}")
+
+    # -- description -----------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        """What `--json` reports as the profile used."""
+        out = asdict(self)
+        out["bandwidth_gbps"] = (1 / self.beta / 1e9) if self.beta else None
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CostModel:
+        data = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**data)

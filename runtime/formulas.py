@@ -1,0 +1,100 @@
+"""The formulas the playground teaches, each named after its source.
+
+Pure functions of plain numbers, used by the cost model (runtime.costmodel),
+by scenario metrics and by the narrative panels. ../shared/REFERENCES.md lists
+the sources; the unit tests check these values exactly.
+
+Notation: n ranks, S message bytes, alpha seconds per message, beta seconds per
+byte on the wire, gamma seconds per byte reduced.
+
+Pure: stdlib only.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+# -- collectives, alpha-beta model (Thakur, Rabenseifner & Gropp 2005) ---------
+def ring_all_gather_time(n: int, nbytes: float, alpha: float, beta: float) -> float:
+    """(n-1)α + S(n-1)/n·β, S the total gathered bytes."""
+    return (n - 1) * alpha + nbytes * (n - 1) / n * beta
+
+
+def ring_reduce_scatter_time(n: int, nbytes: float, alpha: float, beta: float, gamma: float) -> float:
+    """(n-1)α + S(n-1)/n·(β+γ)."""
+    return (n - 1) * alpha + nbytes * (n - 1) / n * (beta + gamma)
+
+
+def ring_all_reduce_time(n: int, nbytes: float, alpha: float, beta: float, gamma: float) -> float:
+    """Reduce-scatter then all-gather: 2(n-1)α + 2S(n-1)/n·β + S(n-1)/n·γ."""
+    return ring_reduce_scatter_time(n, nbytes, alpha, beta, gamma) + ring_all_gather_time(
+        n, nbytes, alpha, beta
+    )
+
+
+def rabenseifner_all_reduce_time(n: int, nbytes: float, alpha: float, beta: float, gamma: float) -> float:
+    """Halving-doubling: 2·log2(n)·α + 2S(n-1)/n·β + S(n-1)/n·γ."""
+    return 2 * math.log2(n) * alpha + 2 * nbytes * (n - 1) / n * beta + nbytes * (n - 1) / n * gamma
+
+
+def tree_broadcast_time(n: int, nbytes: float, alpha: float, beta: float) -> float:
+    """Binomial tree: ceil(log2 n) rounds of one whole message, log2(n)·(α + Sβ)."""
+    return tree_rounds(n) * (alpha + nbytes * beta)
+
+
+def tree_reduce_time(n: int, nbytes: float, alpha: float, beta: float, gamma: float) -> float:
+    """Binomial tree reduce, the mirror of broadcast with a reduction per round."""
+    return tree_rounds(n) * (alpha + nbytes * (beta + gamma))
+
+
+def tree_all_reduce_time(n: int, nbytes: float, alpha: float, beta: float, gamma: float) -> float:
+    """Reduce to the root on a binomial tree, then broadcast back down it."""
+    return tree_reduce_time(n, nbytes, alpha, beta, gamma) + tree_broadcast_time(n, nbytes, alpha, beta)
+
+
+def tree_rounds(n: int) -> int:
+    return math.ceil(math.log2(n)) if n > 1 else 0
+
+
+def ring_all_reduce_bytes_per_rank(n: int, nbytes: float) -> float:
+    """Bytes each rank sends in a ring all-reduce: 2S(n-1)/n."""
+    return 2 * nbytes * (n - 1) / n
+
+
+# -- nccl-tests doc/PERFORMANCE.md -------------------------------------------
+BUSBW_FACTORS = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+}
+
+
+def algbw(nbytes: float, seconds: float) -> float:
+    """Algorithm bandwidth S/t, bytes per second."""
+    return nbytes / seconds
+
+
+def busbw(collective: str, n: int, nbytes: float, seconds: float) -> float:
+    """Bus bandwidth: algbw times the collective's factor, comparable with the link's peak."""
+    return algbw(nbytes, seconds) * BUSBW_FACTORS[collective](n)
+
+
+def relative_error(predicted: float, measured: float) -> float:
+    """|pred - meas| / meas."""
+    if measured == 0:
+        return 0.0 if predicted == 0 else math.inf
+    return abs(predicted - measured) / measured
+
+
+def even_split(total: int, parts: int) -> list[int]:
+    """Split `total` items into `parts` near-equal chunks, larger ones first.
+
+    The hand-made ring uses it for sizes not divisible by n; so does the simulator,
+    so both agree on every step's bytes.
+    """
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]

@@ -1,0 +1,270 @@
+"""The launcher: start N rank processes, stream their Spans, detect failures, tear down.
+
+The parent side of DESIGN.md's real engine. It never imports torch: the UI
+process calls it, and its spawn target (runtime.bootstrap) imports the rank
+code by name inside the child.
+
+- spawn context; one one-way pipe per rank (a rank killed mid-write can only
+  break its own pipe, never the others' channel, as a shared Queue's lock would);
+- rendezvous on 127.0.0.1 at a free port unless the caller asks for a host;
+- every message from a rank (`ready`, `span`, `heartbeat`, `done`, `error`) is
+  handed to `on_message` as it arrives, so a UI can draw spans live;
+- failure detection: a rank process that exits without `done` (SIGKILL, crash,
+  exception) is seen at once through its sentinel; a rank whose heartbeat stops
+  for `hang_timeout_s` (SIGSTOP, a wedged call) is declared hung. After the first
+  failure the launcher listens `grace_s` longer so it can name the root cause
+  (the killed rank, not its peers that lost their connection), then kills
+  every rank and waits for each to be gone before raising RunFailed;
+- `cancel` (a threading.Event) stops a run the same way, raising RunCancelled.
+
+Engine part, but torch-free.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import multiprocessing.connection as mpc
+import os
+import signal
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runtime.trace import Span
+
+LOOPBACK = "127.0.0.1"
+
+
+class RunFailed(RuntimeError):
+    """A run that did not finish; names the rank and the cause."""
+
+    def __init__(self, rank: int | None, cause: str, log_path: Path | None = None):
+        self.rank = rank
+        self.cause = cause
+        self.log_path = log_path
+        who = f"rank {rank}" if rank is not None else "the run"
+        where = f" (log: {log_path})" if log_path else ""
+        super().__init__(f"{who} failed: {cause}{where}")
+
+
+class RunCancelled(RuntimeError):
+    pass
+
+
+@dataclass
+class LaunchSpec:
+    scenario: str
+    params: dict[str, Any]
+    world_size: int
+    backend: str = "auto"
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    stream: bool = True
+    run_dir: Path | None = None
+    host: str = LOOPBACK
+    threads_per_rank: int | None = None
+    hang_timeout_s: float = 4.0
+    start_timeout_s: float = 60.0
+    grace_s: float = 0.5
+
+
+@dataclass
+class LaunchResult:
+    spans: list[Span]
+    rank_results: list[dict[str, Any]]
+    backend: str
+    run_dir: Path
+    wall_s: float
+
+
+def prepare() -> None:
+    """Start multiprocessing's resource tracker now, before a UI replaces sys.stderr.
+
+    Textual swaps sys.stderr; a tracker started later fails with
+    "bad value(s) in fds_to_keep" (DESIGN.md).
+    """
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def default_run_dir(scenario: str) -> Path:
+    base = Path(os.environ.get("PLAYGROUND_RUNS_DIR") or Path(tempfile.gettempdir()) / "playground-runs")
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{time.strftime('%Y%m%d-%H%M%S')}-{scenario}-", dir=base))
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with status {code} before finishing"
+
+
+def launch(
+    spec: LaunchSpec,
+    on_message: Callable[[tuple], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> LaunchResult:
+    n = spec.world_size
+    run_dir = spec.run_dir or default_run_dir(spec.scenario)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    threads = spec.threads_per_rank or max(1, (os.cpu_count() or 1) // n)
+    ctx = mp.get_context("spawn")
+    port = free_port(spec.host)
+    procs: list[Any] = []
+    conns: list[Any] = []
+    from runtime.bootstrap import rank_process
+
+    started = time.monotonic()
+    try:
+        for rank in range(n):
+            reader, writer = ctx.Pipe(duplex=False)
+            rank_spec = {
+                "rank": rank,
+                "world_size": n,
+                "scenario": spec.scenario,
+                "params": spec.params,
+                "backend": spec.backend,
+                "faults": spec.faults,
+                "stream": spec.stream,
+                "run_dir": str(run_dir),
+                "host": spec.host,
+                "port": port,
+                "threads": threads,
+            }
+            proc = ctx.Process(target=rank_process, args=(rank_spec, writer), name=f"rank{rank}", daemon=True)
+            proc.start()
+            writer.close()  # the child holds its end; EOF then means the child is gone
+            procs.append(proc)
+            conns.append(reader)
+        result = _supervise(spec, procs, conns, run_dir, on_message, cancel, started)
+        _teardown(procs, patience_s=3.0)  # ranks exit by themselves after `done`
+        return result
+    finally:
+        _teardown(procs)
+        for conn in conns:
+            conn.close()
+
+
+def _supervise(spec, procs, conns, run_dir, on_message, cancel, started) -> LaunchResult:
+    n = spec.world_size
+    spans: list[Span] = []
+    results: list[dict[str, Any] | None] = [None] * n
+    last_beat = [time.monotonic()] * n
+    beating = [False] * n
+    errors: dict[int, str] = {}
+    dead: dict[int, str] = {}
+    hung: dict[int, str] = {}
+    backend = spec.backend
+    open_conns = {conn: rank for rank, conn in enumerate(conns)}
+    first_failure: float | None = None
+
+    def handle(rank: int, msg: tuple) -> None:
+        nonlocal backend
+        kind = msg[0]
+        last_beat[rank] = time.monotonic()
+        beating[rank] = True
+        if kind == "span":
+            spans.append(Span.from_dict(msg[2]))
+        elif kind == "ready":
+            backend = msg[2]
+        elif kind == "done":
+            result = msg[2]
+            spans.extend(Span.from_dict(s) for s in result.pop("spans", []))
+            results[rank] = result
+        elif kind == "error":
+            errors[rank] = msg[2]
+        if on_message is not None and kind != "heartbeat":
+            on_message(msg)
+
+    while True:
+        if cancel is not None and cancel.is_set():
+            raise RunCancelled("run cancelled")
+        waitables = list(open_conns) + [p.sentinel for p in procs if p.exitcode is None]
+        for ready in mpc.wait(waitables, timeout=0.1):
+            if ready in open_conns:
+                rank = open_conns[ready]
+                try:
+                    while ready.poll():
+                        handle(rank, ready.recv())
+                except (EOFError, OSError):
+                    del open_conns[ready]
+        now = time.monotonic()
+        for rank, proc in enumerate(procs):
+            if proc.exitcode is not None and results[rank] is None and rank not in dead:
+                # Drain what the rank managed to say before it went.
+                conn = conns[rank]
+                try:
+                    while conn.poll():
+                        handle(rank, conn.recv())
+                except (EOFError, OSError):
+                    pass
+                if results[rank] is None:
+                    dead[rank] = _describe_exit(proc.exitcode)
+            limit = spec.hang_timeout_s if beating[rank] else spec.start_timeout_s
+            if results[rank] is None and rank not in dead and now - last_beat[rank] > limit:
+                hung[rank] = f"stopped answering: no heartbeat for {now - last_beat[rank]:.1f} s"
+        if all(r is not None for r in results):
+            return LaunchResult(
+                spans=sorted(spans, key=lambda s: (s.start, s.rank)),
+                rank_results=results,  # type: ignore[arg-type]
+                backend=backend,
+                run_dir=run_dir,
+                wall_s=time.monotonic() - started,
+            )
+        if (dead or hung or errors) and first_failure is None:
+            first_failure = now
+        if first_failure is not None and now - first_failure >= spec.grace_s:
+            rank, cause = _root_cause(dead, hung, errors)
+            raise RunFailed(rank, cause, run_dir / f"rank{rank}.log")
+
+
+def _root_cause(dead: dict[int, str], hung: dict[int, str], errors: dict[int, str]) -> tuple[int, str]:
+    """The failure to report: a rank killed by a signal or hung is the cause; the
+    connection errors of its peers are consequences."""
+    killed = {r: c for r, c in dead.items() if "killed by" in c}
+    for table in (killed, hung):
+        if table:
+            rank = min(table)
+            return rank, table[rank]
+    peer_trouble = ("Connection", "connection", "closed", "reset", "Broken pipe", "timed out")
+    first_hand = {r: e for r, e in errors.items() if not any(w in e for w in peer_trouble)}
+    for table in (first_hand, errors):
+        if table:
+            rank = min(table)
+            return rank, f"raised {table[rank]}"
+    rank = min(dead)
+    return rank, dead[rank]
+
+
+def _teardown(procs: list[Any], patience_s: float = 0.0) -> None:
+    """Kill every rank still alive (after `patience_s`) and wait until each one is gone."""
+    deadline = time.monotonic() + patience_s
+    for proc in procs:
+        if proc.exitcode is None and patience_s > 0:
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        if proc.exitcode is None:
+            try:
+                os.kill(proc.pid, signal.SIGKILL)  # SIGKILL also ends a SIGSTOPped rank
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + 5
+    for proc in procs:
+        proc.join(timeout=max(0.1, deadline - time.monotonic()))

@@ -1,0 +1,100 @@
+"""Named hardware profiles for the cost model (`--hardware NAME`).
+
+- `unit`: the teaching profile. Every full pipeline stage costs F = 1 and
+  B = 2 time units (or B = 1 input-gradient + W = 1 weight-gradient when the
+  backward is split), and communication is free, so schedules show exact
+  textbook numbers (GPipe p=4, m=8: makespan 33).
+- `cpu-default`: what `predict` uses when this machine was never calibrated
+  (`playground calibrate` replaces it): loopback TCP through gloo, about
+  30 µs per message and 2 GB/s, reductions at 4 GB/s.
+- Real accelerators, from vendor datasheets (bandwidth per direction, i.e. half
+  the bidirectional figure the datasheets headline); latencies are the order of
+  magnitude nccl-tests reports for small messages on such systems:
+  - `a100-nvlink`: NVIDIA A100 SXM datasheet: NVLink 3, 600 GB/s bidirectional
+    (300 GB/s per direction) inside a DGX/HGX node of 8; HDR InfiniBand
+    200 Gb/s (25 GB/s) per GPU between nodes; HBM2e 2.039 TB/s;
+    312 TFLOP/s dense BF16.
+  - `h100-nvlink`: NVIDIA H100 SXM datasheet: NVLink 4, 900 GB/s bidirectional
+    (450 GB/s per direction) inside a node of 8; NDR InfiniBand 400 Gb/s
+    (50 GB/s) per GPU between nodes; HBM3 3.35 TB/s; 989 TFLOP/s dense BF16.
+  - `rtx4090-pcie`: NVIDIA Ada (AD102) whitepaper: no NVLink and no P2P, so
+    traffic goes over PCIe 4.0 x16 (32 GB/s per direction peak, about 25 GB/s
+    achieved) through the host; GDDR6X 1.008 TB/s; 165 TFLOP/s dense FP16
+    tensor (82.6 with FP32 accumulate, used here).
+
+A reduction reads two buffers and writes one, so gamma ≈ 3 / memory bandwidth
+on accelerators.
+
+Pure: stdlib only.
+"""
+
+from __future__ import annotations
+
+from runtime.costmodel import CostModel
+
+UNIT_COMPUTE = {"F": 1.0, "B": 2.0, "Bi": 1.0, "W": 1.0, "opt": 0.0, "compute": 1.0}
+
+PROFILES: dict[str, CostModel] = {
+    "unit": CostModel(
+        name="unit",
+        alpha=0.0,
+        beta=0.0,
+        gamma=0.0,
+        compute=dict(UNIT_COMPUTE),
+        source="teaching profile: F=1, B=2 (or B=1 + W=1) per full stage, free communication",
+    ),
+    "cpu-default": CostModel(
+        name="cpu-default",
+        alpha=30e-6,
+        beta=1 / 2e9,
+        gamma=1 / 4e9,
+        source="documented default for an uncalibrated CPU machine (gloo over loopback TCP); "
+        "run `playground calibrate` to measure this machine",
+    ),
+    "a100-nvlink": CostModel(
+        name="a100-nvlink",
+        alpha=5e-6,
+        beta=1 / 300e9,
+        gamma=3 / 2.039e12,
+        ranks_per_node=8,
+        inter_alpha=10e-6,
+        inter_beta=1 / 25e9,
+        flops_per_s=312e12,
+        source="NVIDIA A100 SXM datasheet: NVLink3 300 GB/s per direction, HDR IB 25 GB/s per GPU, "
+        "HBM2e 2.039 TB/s, 312 TFLOP/s BF16",
+    ),
+    "h100-nvlink": CostModel(
+        name="h100-nvlink",
+        alpha=4e-6,
+        beta=1 / 450e9,
+        gamma=3 / 3.35e12,
+        ranks_per_node=8,
+        inter_alpha=8e-6,
+        inter_beta=1 / 50e9,
+        flops_per_s=989e12,
+        source="NVIDIA H100 SXM datasheet: NVLink4 450 GB/s per direction, NDR IB 50 GB/s per GPU, "
+        "HBM3 3.35 TB/s, 989 TFLOP/s BF16",
+    ),
+    "rtx4090-pcie": CostModel(
+        name="rtx4090-pcie",
+        alpha=10e-6,
+        beta=1 / 25e9,
+        gamma=3 / 1.008e12,
+        flops_per_s=82.6e12,
+        source="NVIDIA Ada whitepaper: PCIe 4.0 x16 ~25 GB/s achieved (no P2P), GDDR6X 1.008 TB/s, "
+        "82.6 TFLOP/s FP16 with FP32 accumulate",
+    ),
+}
+
+
+def profile_names() -> list[str]:
+    return sorted(PROFILES)
+
+
+def get_profile(name: str) -> CostModel:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise KeyError(
+            f"unknown hardware profile {name!r}; allowed: {', '.join(profile_names())}"
+        ) from None

@@ -1,0 +1,222 @@
+"""Program and Action: what each rank does, as data both engines interpret.
+
+This is the centre of DESIGN.md's picture ("one program, two engines"). A
+scenario's `build(params)` returns a Program; the real engine (runtime.worker)
+executes its Actions with torch.distributed and the simulator (runtime.simulate)
+executes the same Actions on a virtual clock. Both emit one Span per Action,
+keyed by the Action's id, so measured and predicted timelines pair one to one.
+
+Point-to-point messages are matched the way MPI and NCCL match them: the k-th
+send from rank a to rank b pairs with the k-th receive on b from a (the
+non-overtaking rule), so a Program needs no explicit tags. Collectives are
+matched by order within their group, as NCCL requires every member to issue
+the group's collectives in the same order.
+
+Pure: stdlib only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter as _Count
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+# Kinds of action. Compute kinds are open-ended (any name with a cost key), but
+# these are the ones the lessons use and the exports colour.
+COMPUTE_KINDS = frozenset({"compute", "F", "B", "W", "opt", "reduce", "decode", "prefill"})
+P2P_KINDS = frozenset({"send", "recv", "sendrecv"})
+COLLECTIVE_KINDS = frozenset({"all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier"})
+
+
+class ProgramError(ValueError):
+    """A Program that cannot be run: unmatched messages, bad ranks, duplicate ids."""
+
+
+@dataclass(frozen=True)
+class Action:
+    """One thing one rank does.
+
+    - compute: `kind` in COMPUTE_KINDS (or any other name), `cost_key` names the
+      entry of the CostModel's compute table, scaled by `work`.
+    - send: `dst`, `bytes`. recv: `src`, `bytes`. sendrecv: both at once, the
+      step of a ring (send to `dst` while receiving `recv_bytes` from `src`),
+      optionally reducing what arrives (`reduce=True`).
+    - collective: `group` (ranks), `bytes` (the buffer size per rank, S),
+      `algorithm` ("ring", "tree", "builtin").
+
+    `args` holds what the executor needs and the timeline does not (which data
+    chunk goes where); it is a tuple of pairs so the Action stays hashable.
+    """
+
+    id: str
+    rank: int
+    kind: str
+    label: str = ""
+    cost_key: str | None = None
+    work: float = 1.0
+    dst: int | None = None
+    src: int | None = None
+    bytes: int = 0
+    recv_bytes: int = 0
+    reduce: bool = False
+    group: tuple[int, ...] | None = None
+    algorithm: str | None = None
+    stage: int | None = None
+    microbatch: int | None = None
+    chunk: int | None = None
+    step: int | None = None
+    phase: str | None = None
+    args: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def is_p2p(self) -> bool:
+        return self.kind in P2P_KINDS
+
+    @property
+    def is_collective(self) -> bool:
+        return self.kind in COLLECTIVE_KINDS
+
+    @property
+    def is_compute(self) -> bool:
+        return not (self.is_p2p or self.is_collective)
+
+    @property
+    def peer(self) -> int | None:
+        """The peer a Span reports: where the data goes, else where it comes from."""
+        return self.dst if self.dst is not None else self.src
+
+    def arg(self, name: str, default: Any = None) -> Any:
+        for key, value in self.args:
+            if key == name:
+                return value
+        return default
+
+    def sends(self) -> Iterator[tuple[int, int]]:
+        """(destination, bytes) of the messages this action puts on the wire."""
+        if self.kind in ("send", "sendrecv") and self.dst is not None:
+            yield self.dst, self.bytes
+
+    def receives(self) -> Iterator[tuple[int, int]]:
+        """(source, bytes) of the messages this action takes off the wire."""
+        if self.kind == "recv" and self.src is not None:
+            yield self.src, self.bytes
+        elif self.kind == "sendrecv" and self.src is not None:
+            yield self.src, self.recv_bytes
+
+    def span_fields(self) -> dict[str, Any]:
+        """The optional Span fields this action fills in (see runtime.trace.Span)."""
+        out: dict[str, Any] = {"action_id": self.id}
+        for name in ("stage", "microbatch", "chunk", "step"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        if self.is_p2p or self.is_collective:
+            out["bytes"] = self.bytes
+        if self.peer is not None:
+            out["peer"] = self.peer
+        return out
+
+
+@dataclass
+class Program:
+    """For each rank, its ordered list of Actions."""
+
+    world_size: int
+    ranks: list[list[Action]] = field(default_factory=list)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.ranks:
+            self.ranks = [[] for _ in range(self.world_size)]
+
+    def add(self, action: Action) -> Action:
+        self.ranks[action.rank].append(action)
+        return action
+
+    def extend(self, actions: Iterable[Action]) -> None:
+        for action in actions:
+            self.add(action)
+
+    def actions(self) -> Iterator[Action]:
+        for rank_actions in self.ranks:
+            yield from rank_actions
+
+    def by_id(self) -> dict[str, Action]:
+        return {action.id: action for action in self.actions()}
+
+    def __len__(self) -> int:
+        return sum(len(r) for r in self.ranks)
+
+    def relabel(self, prefix: str) -> Program:
+        """A copy whose action ids carry a prefix (to run two programs side by side)."""
+        return Program(
+            self.world_size,
+            [[replace(a, id=f"{prefix}{a.id}") for a in r] for r in self.ranks],
+            self.name,
+        )
+
+    def validate(self) -> None:
+        """Check what can be checked without running: ids, ranks, message pairing.
+
+        Deadlocks need the order of events and are found by the simulator
+        (runtime.simulate.simulate raises DeadlockError naming the stuck ranks).
+        """
+        if len(self.ranks) != self.world_size:
+            raise ProgramError(f"program has {len(self.ranks)} rank lists for world size {self.world_size}")
+        seen: set[str] = set()
+        sent: _Count[tuple[int, int]] = _Count()
+        received: _Count[tuple[int, int]] = _Count()
+        sent_bytes: dict[tuple[int, int], list[int]] = {}
+        recv_bytes: dict[tuple[int, int], list[int]] = {}
+        for rank, actions in enumerate(self.ranks):
+            for action in actions:
+                if action.rank != rank:
+                    raise ProgramError(f"action {action.id} says rank {action.rank} but sits on rank {rank}")
+                if action.id in seen:
+                    raise ProgramError(f"duplicate action id {action.id}")
+                seen.add(action.id)
+                for peer in (action.dst, action.src):
+                    if peer is not None and not 0 <= peer < self.world_size:
+                        raise ProgramError(f"action {action.id} names peer {peer} outside 0..{self.world_size - 1}")
+                if action.kind == "sendrecv" and (action.dst is None or action.src is None):
+                    raise ProgramError(f"sendrecv {action.id} needs both dst and src")
+                if action.kind == "send" and action.dst is None:
+                    raise ProgramError(f"send {action.id} has no dst")
+                if action.kind == "recv" and action.src is None:
+                    raise ProgramError(f"recv {action.id} has no src")
+                if action.is_collective:
+                    if not action.group or rank not in action.group:
+                        raise ProgramError(f"collective {action.id} on rank {rank} is not in its group")
+                for dst, nbytes in action.sends():
+                    sent[(rank, dst)] += 1
+                    sent_bytes.setdefault((rank, dst), []).append(nbytes)
+                for src, nbytes in action.receives():
+                    received[(src, rank)] += 1
+                    recv_bytes.setdefault((src, rank), []).append(nbytes)
+        for pair in sorted(set(sent) | set(received)):
+            if sent[pair] != received[pair]:
+                a, b = pair
+                raise ProgramError(
+                    f"rank {a} sends {sent[pair]} message(s) to rank {b} but rank {b} receives {received[pair]}"
+                )
+            if sent_bytes.get(pair) != recv_bytes.get(pair):
+                a, b = pair
+                raise ProgramError(f"message sizes from rank {a} to rank {b} differ between send and recv")
+
+    def to_table(self) -> str:
+        """A printable listing, one line per action: programs are data to read and diff."""
+        lines = []
+        for rank, actions in enumerate(self.ranks):
+            lines.append(f"rank {rank}:")
+            for a in actions:
+                where = ""
+                if a.kind == "sendrecv":
+                    where = f" ->{a.dst} <-{a.src}"
+                elif a.dst is not None:
+                    where = f" ->{a.dst}"
+                elif a.src is not None:
+                    where = f" <-{a.src}"
+                size = f" {a.bytes}B" if (a.is_p2p or a.is_collective) else ""
+                lines.append(f"  {a.id:<28} {a.kind:<14} {a.label}{where}{size}")
+        return "\n".join(lines)

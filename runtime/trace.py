@@ -1,0 +1,141 @@
+"""Timeline records: Span (timing), Counter (memory samples), Mark (events).
+
+In DESIGN.md's picture these are the only records that flow from either engine
+to the UI and the exports. Both the real engine and the simulator produce a
+Timeline; measured and predicted Spans pair by `action_id`.
+
+Times are seconds from the run's start (the instant all ranks left the start
+barrier). A Timeline round-trips through JSON exactly.
+
+Pure: stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+_OPTIONAL_SPAN_FIELDS = ("action_id", "stage", "microbatch", "chunk", "step", "bytes", "peer")
+
+
+@dataclass
+class Span:
+    """One action of one rank, from start to end (seconds from the run's start)."""
+
+    rank: int
+    kind: str
+    label: str
+    start: float
+    end: float
+    action_id: str | None = None
+    stage: int | None = None
+    microbatch: int | None = None
+    chunk: int | None = None
+    step: int | None = None
+    bytes: int | None = None
+    peer: int | None = None
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "rank": self.rank,
+            "kind": self.kind,
+            "label": self.label,
+            "start": self.start,
+            "end": self.end,
+        }
+        for name in _OPTIONAL_SPAN_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Span:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class Counter:
+    """One sample of a quantity (bytes) on one rank, e.g. memory by category."""
+
+    rank: int
+    category: str
+    t: float
+    value: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Mark:
+    """A point event: a failure, a checkpoint, a restart, a phase boundary."""
+
+    t: float
+    kind: str
+    label: str
+    rank: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if self.rank is None:
+            del out["rank"]
+        return out
+
+
+@dataclass
+class Timeline:
+    spans: list[Span] = field(default_factory=list)
+    counters: list[Counter] = field(default_factory=list)
+    marks: list[Mark] = field(default_factory=list)
+
+    @property
+    def makespan(self) -> float:
+        if not self.spans:
+            return 0.0
+        return max(s.end for s in self.spans) - min(s.start for s in self.spans)
+
+    @property
+    def end(self) -> float:
+        return max((s.end for s in self.spans), default=0.0)
+
+    def ranks(self) -> list[int]:
+        return sorted({s.rank for s in self.spans})
+
+    def by_action(self) -> dict[str, Span]:
+        return {s.action_id: s for s in self.spans if s.action_id is not None}
+
+    def sorted(self) -> Timeline:
+        return Timeline(
+            sorted(self.spans, key=lambda s: (s.start, s.rank)),
+            sorted(self.counters, key=lambda c: (c.t, c.rank)),
+            sorted(self.marks, key=lambda m: m.t),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "spans": [s.to_dict() for s in self.spans],
+            "counters": [c.to_dict() for c in self.counters],
+            "marks": [m.to_dict() for m in self.marks],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Timeline:
+        return cls(
+            [Span.from_dict(s) for s in data.get("spans", [])],
+            [Counter(**c) for c in data.get("counters", [])],
+            [Mark(**m) for m in data.get("marks", [])],
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, text: str) -> Timeline:
+        return cls.from_dict(json.loads(text))

@@ -1,0 +1,78 @@
+"""Rank side of lesson 1: run the ring (or tree, or built-in) all-reduce for real.
+
+Called inside each rank process by runtime.worker with a RankContext. It runs
+this rank's Actions of the `ring-allreduce` Program on a real buffer with
+runtime.comm, one Span per Action, then measures torch's own all_reduce on
+the same data in the same run and checks the hand-made result against it.
+
+Engine part: imports torch (rank processes only; the UI never imports this).
+"""
+
+from __future__ import annotations
+
+import time
+from itertools import groupby
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from runtime.comm import Comm
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "int32": torch.int32, "int64": torch.int64}
+
+
+def make_input(rank: int, numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Deterministic, different on every rank: what this rank's gradients would be."""
+    gen = torch.Generator().manual_seed(1000 + rank)
+    if dtype.is_floating_point:
+        data = torch.randn(numel, generator=gen, dtype=torch.float64).to(dtype)
+    else:
+        data = torch.randint(-1000, 1000, (numel,), generator=gen, dtype=dtype)
+    return data.to(device)
+
+
+def run_rank(ctx: Any) -> dict[str, Any]:
+    params = ctx.params
+    dtype = DTYPES[params["dtype"]]
+    itemsize = torch.tensor([], dtype=dtype).element_size()
+    x = make_input(ctx.rank, params["size"] // itemsize, dtype, ctx.device)
+    comm = Comm()
+    iterations = [list(group) for _, group in groupby(ctx.actions, key=lambda a: a.step)]
+
+    # The reference, and a warm-up of both paths (first-touch buffers, connections).
+    reference = x.clone()
+    dist.all_reduce(reference)
+    work = x.clone()
+    comm.run(iterations[0], work)
+    comm.reset_counters()
+
+    ctx.start_clock()
+    for actions in iterations:
+        work.copy_(x)
+        comm.run(actions, work, runner=ctx.execute)
+    bytes_sent = comm.bytes_sent // len(iterations)
+    uses_hand_comm = params["algorithm"] != "builtin"
+
+    builtin_s = []
+    scratch = x.clone()
+    for _ in iterations:
+        scratch.copy_(x)
+        dist.barrier()
+        start = time.perf_counter()
+        dist.all_reduce(scratch)
+        builtin_s.append(time.perf_counter() - start)
+
+    if dtype.is_floating_point:
+        diff = (work.double() - reference.double()).abs().max().item() if work.numel() else 0.0
+        scale = reference.double().abs().max().item() if work.numel() else 0.0
+        equal = diff <= 1e-5 * max(1.0, scale) * ctx.world_size
+    else:
+        diff = float((work - reference).abs().max().item()) if work.numel() else 0.0
+        equal = diff == 0
+    return {
+        "bytes_sent_per_iteration": bytes_sent if uses_hand_comm else None,
+        "builtin_s": builtin_s,
+        "max_abs_diff_vs_builtin": diff,
+        "equals_builtin": bool(equal),
+    }
