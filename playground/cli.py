@@ -21,11 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, NoReturn
+from typing import NoReturn
 
+from playground.formatting import format_metric
 from playground.i18n import t
 from playground.session import Outcome, UsageError
-from runtime.units import format_bytes, format_seconds
+from runtime.units import format_seconds
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,14 +37,24 @@ class _Parser(argparse.ArgumentParser):
 
 def _scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", help="scenario name (see `playground list`)")
-    p.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="a scenario parameter, e.g. -p size=4MiB (repeatable)")
+    p.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a scenario parameter, e.g. -p size=4MiB (repeatable)",
+    )
     p.add_argument("--ranks", type=int, metavar="N", help="shorthand for -p ranks=N")
 
 
 def _output_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print one JSON document instead of a summary")
-    p.add_argument("--export", metavar="FILE.html", help="write a self-contained offline Plotly timeline")
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON document instead of a summary"
+    )
+    p.add_argument(
+        "--export", metavar="FILE.html", help="write a self-contained offline Plotly timeline"
+    )
     p.add_argument("--trace", metavar="FILE.json", help="write Chrome trace-event JSON (Perfetto)")
 
 
@@ -56,27 +67,51 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="list the lessons and their scenarios")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("predict", help="simulate a scenario with the cost model (no torch, no ranks)")
+    p = sub.add_parser(
+        "predict", help="simulate a scenario with the cost model (no torch, no ranks)"
+    )
     _scenario_args(p)
-    p.add_argument("--hardware", metavar="NAME",
-                   help=f"a hardware profile: {', '.join(profile_names())} (default: this machine's calibration)")
+    p.add_argument(
+        "--hardware",
+        metavar="NAME",
+        help=f"a hardware profile: {', '.join(profile_names())} (default: this machine's calibration)",
+    )
     _output_args(p)
 
-    p = sub.add_parser("run", help="run a scenario for real on N rank processes, beside its prediction")
+    p = sub.add_parser(
+        "run", help="run a scenario for real on N rank processes, beside its prediction"
+    )
     _scenario_args(p)
-    p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto",
-                   help="gloo on CPU, nccl on GPUs; auto picks nccl when CUDA is present")
-    p.add_argument("--fault", action="append", default=[], metavar="SPEC",
-                   help="inject a failure: kill:rank=R,after=0.5s or hang:rank=R,after=1s (repeatable)")
-    p.add_argument("--hardware", metavar="NAME", help="predict with a named profile instead of calibration")
+    p.add_argument(
+        "--backend",
+        choices=["auto", "gloo", "nccl"],
+        default="auto",
+        help="gloo on CPU, nccl on GPUs; auto picks nccl when CUDA is present",
+    )
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="inject a failure: kill:rank=R,after=0.5s or hang:rank=R,after=1s (repeatable)",
+    )
+    p.add_argument(
+        "--hardware", metavar="NAME", help="predict with a named profile instead of calibration"
+    )
     _output_args(p)
 
-    p = sub.add_parser("replay", help="show a saved run: a `run --json` file or a torchrun --out dir")
+    p = sub.add_parser(
+        "replay", help="show a saved run: a `run --json` file or a torchrun --out dir"
+    )
     p.add_argument("path")
     _output_args(p)
 
-    p = sub.add_parser("calibrate", help="measure alpha, beta, gamma on this machine and cache them")
-    p.add_argument("--ranks", type=int, default=4, metavar="N", help="world size to calibrate (default 4)")
+    p = sub.add_parser(
+        "calibrate", help="measure alpha, beta, gamma on this machine and cache them"
+    )
+    p.add_argument(
+        "--ranks", type=int, default=4, metavar="N", help="world size to calibrate (default 4)"
+    )
     p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
     p.add_argument("--json", action="store_true")
     return parser
@@ -102,10 +137,21 @@ def cmd_list(args: argparse.Namespace) -> int:
     lang = default_language()
     infos = lessons()
     if args.json:
-        print(json.dumps([
-            {"lesson": i.lesson, "scenario": i.scenario, "available": i.available, "title": i.title, "summary": i.summary}
-            for i in infos
-        ], ensure_ascii=False))
+        print(
+            json.dumps(
+                [
+                    {
+                        "lesson": i.lesson,
+                        "scenario": i.scenario,
+                        "available": i.available,
+                        "title": i.title,
+                        "summary": i.summary,
+                    }
+                    for i in infos
+                ],
+                ensure_ascii=False,
+            )
+        )
         return 0
     for info in infos:
         status = t("app.available") if info.available else t("app.planned")
@@ -128,8 +174,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(t("cli.calibrating", n=world), file=sys.stderr)
 
     try:
-        outcome = session.run(args.scenario, _raw_params(args), backend=args.backend, faults=args.fault,
-                              hardware=args.hardware, on_calibrate=announce)
+        outcome = session.run(
+            args.scenario,
+            _raw_params(args),
+            backend=args.backend,
+            faults=args.fault,
+            hardware=args.hardware,
+            on_calibrate=announce,
+        )
     except RunFailed as exc:
         print(f"playground: {t('cli.run_failed', error=exc)}", file=sys.stderr)
         return 1
@@ -157,51 +209,46 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(model.describe()))
     else:
-        print(t("cli.calibrated", name=model.name, alpha=format_seconds(model.alpha), bw=f"{1 / model.beta / 1e9:.2f}",
-                gbw=f"{1 / model.gamma / 1e9:.2f}", path=calibration.cache_file()))
+        print(
+            t(
+                "cli.calibrated",
+                name=model.name,
+                alpha=format_seconds(model.alpha),
+                bw=f"{1 / model.beta / 1e9:.2f}",
+                gbw=f"{1 / model.gamma / 1e9:.2f}",
+                path=calibration.cache_file(),
+            )
+        )
     return 0
 
 
 # -- output ---------------------------------------------------------------------
-def _format_metric(name: str, value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, list):
-        return "[" + ", ".join(_format_metric(name, v) for v in value) + "]"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if name.endswith("_s"):
-        return format_seconds(value)
-    if name.endswith("_gbps"):
-        return f"{value:.3g} GB/s"
-    if "bytes" in name:
-        return format_bytes(value)
-    if name.endswith("error") or name.endswith("_vs_builtin") and name.startswith("busbw"):
-        return f"{value:.1%}" if name.endswith("error") else f"{value:.2f}×"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
 def _report(outcome: Outcome, args: argparse.Namespace) -> int:
-    if args.export:
-        from playground.export.html import write_html
+    try:
+        if args.export:
+            from playground.export.html import write_html
 
-        write_html(outcome, args.export)
-    if args.trace:
-        from playground.export.chrome_trace import write_trace
+            write_html(outcome, args.export)
+        if args.trace:
+            from playground.export.chrome_trace import write_trace
 
-        write_trace(outcome, args.trace)
+            write_trace(outcome, args.trace)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write {exc.filename or 'the export'}: {exc.strerror or exc}"
+        ) from None
     if args.json:
         print(json.dumps(outcome.to_doc()))
     else:
         world = outcome.scenario.world_size(outcome.params)
-        print(f"{outcome.scenario.name} · {t('cli.ranks')} {world} · {t('cli.profile')} {outcome.profile.name}"
-              + (f" · {t('cli.backend')} {outcome.backend}" if outcome.backend else ""))
+        print(
+            f"{outcome.scenario.name} · {t('cli.ranks')} {world} · {t('cli.profile')} {outcome.profile.name}"
+            + (f" · {t('cli.backend')} {outcome.backend}" if outcome.backend else "")
+        )
         print(f"{t('cli.params')}: " + ", ".join(f"{k}={v}" for k, v in outcome.params.items()))
         width = max(len(k) for k in outcome.metrics)
         for name, value in outcome.metrics.items():
-            print(f"  {name:<{width}}  {_format_metric(name, value)}")
+            print(f"  {name:<{width}}  {format_metric(name, value)}")
         if outcome.run_dir:
             print(t("cli.run_dir", path=outcome.run_dir))
     for path in (args.export, args.trace):
@@ -220,7 +267,13 @@ def _start_app() -> int:
     return 0
 
 
-COMMANDS = {"list": cmd_list, "predict": cmd_predict, "run": cmd_run, "replay": cmd_replay, "calibrate": cmd_calibrate}
+COMMANDS = {
+    "list": cmd_list,
+    "predict": cmd_predict,
+    "run": cmd_run,
+    "replay": cmd_replay,
+    "calibrate": cmd_calibrate,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

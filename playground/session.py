@@ -72,7 +72,9 @@ def resolve(name: str, raw: dict[str, Any], mode: str) -> tuple[Scenario, dict[s
         raise UsageError(str(exc)) from None
 
 
-def select_model(hardware: str | None, backend: str, world_size: int, *, nearest: bool) -> CostModel:
+def select_model(
+    hardware: str | None, backend: str, world_size: int, *, nearest: bool
+) -> CostModel:
     """A named profile if asked; else this machine's calibration; else the documented default."""
     if hardware:
         try:
@@ -83,14 +85,18 @@ def select_model(hardware: str | None, backend: str, world_size: int, *, nearest
     return cached or PROFILES["cpu-default"]
 
 
-def predict(name: str, raw: dict[str, Any], hardware: str | None = None, backend: str = "auto") -> Outcome:
+def predict(
+    name: str, raw: dict[str, Any], hardware: str | None = None, backend: str = "auto"
+) -> Outcome:
     scenario, params = resolve(name, raw, "predict")
     model = select_model(hardware, backend, scenario.world_size(params), nearest=True)
     predicted = simulate(scenario.build(params), model)
     return Outcome(scenario, params, model, predicted, metrics=scenario.metrics(params, predicted))
 
 
-def calibrate(world_size: int, backend: str = "auto", *, on_message: Callable | None = None) -> CostModel:
+def calibrate(
+    world_size: int, backend: str = "auto", *, on_message: Callable | None = None
+) -> CostModel:
     result = launch(LaunchSpec("calibrate", {}, world_size, backend=backend), on_message=on_message)
     model = calibration.fit(result.rank_results, result.backend, world_size)
     calibration.save(model, result.backend, world_size)
@@ -136,7 +142,9 @@ def run(
 def _outcome(scenario, params, model, predicted, result: LaunchResult) -> Outcome:
     measured = Timeline(spans=result.spans)
     metrics = scenario.metrics(params, predicted, measured, result.rank_results)
-    return Outcome(scenario, params, model, predicted, measured, metrics, result.backend, str(result.run_dir))
+    return Outcome(
+        scenario, params, model, predicted, measured, metrics, result.backend, str(result.run_dir)
+    )
 
 
 def replay(path: str | Path) -> Outcome:
@@ -149,7 +157,9 @@ def replay(path: str | Path) -> Outcome:
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read {path}: {exc}") from None
     if not isinstance(doc, dict) or "scenario" not in doc or "predicted" not in doc:
-        raise UsageError(f"{path} is not a playground run (expected the JSON of `run --json` or a torchrun --out dir)")
+        raise UsageError(
+            f"{path} is not a playground run (expected the JSON of `run --json` or a torchrun --out dir)"
+        )
     scenario, _ = resolve(doc["scenario"], {}, "predict")
     measured = None
     if "measured" in doc:
@@ -186,5 +196,7 @@ def _replay_dir(path: Path) -> Outcome:
     world = meta["world_size"]
     model = calibration.lookup(meta["backend"], world, nearest=True) or PROFILES["cpu-default"]
     predicted = simulate(scenario.build(params), model)
-    launched = LaunchResult(sorted(spans, key=lambda s: (s.start, s.rank)), results, meta["backend"], path, 0.0)
+    launched = LaunchResult(
+        sorted(spans, key=lambda s: (s.start, s.rank)), results, meta["backend"], path, 0.0
+    )
     return _outcome(scenario, params, model, predicted, launched)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.costmodel import CostModel
+from runtime.files import write_text_atomic
 
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
 REDUCE_BYTES = 4 * 2**20
@@ -73,11 +74,8 @@ def _load_cache() -> dict[str, Any]:
 def save(model: CostModel, backend: str, world_size: int) -> None:
     data = _load_cache()
     data[cache_key(backend, world_size)] = model.describe()
-    path = cache_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    write_text_atomic(cache_file(), json.dumps(data, indent=1))
 
 
 def lookup(backend: str, world_size: int, *, nearest: bool = False) -> CostModel | None:
@@ -98,7 +96,9 @@ def lookup(backend: str, world_size: int, *, nearest: bool = False) -> CostModel
         return None
     _, world, value = min(candidates)
     model = CostModel.from_dict(value)
-    return CostModel.from_dict({**model.describe(), "name": f"{model.name} (nearest calibrated world size {world})"})
+    return CostModel.from_dict(
+        {**model.describe(), "name": f"{model.name} (nearest calibrated world size {world})"}
+    )
 
 
 def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> CostModel:
@@ -109,7 +109,9 @@ def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> Co
         points.append((size, statistics.median(max(rep) for rep in reps)))
     mean_s = statistics.fmean(s for s, _ in points)
     mean_t = statistics.fmean(t for _, t in points)
-    beta = sum((s - mean_s) * (t - mean_t) for s, t in points) / sum((s - mean_s) ** 2 for s, _ in points)
+    beta = sum((s - mean_s) * (t - mean_t) for s, t in points) / sum(
+        (s - mean_s) ** 2 for s, _ in points
+    )
     beta = max(beta, 1e-13)
     alpha = max(mean_t - beta * mean_s, 1e-7)
     reduce_reps = zip(*(r["reduce_s"] for r in rank_results), strict=True)
@@ -123,5 +125,9 @@ def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> Co
         cores=os.cpu_count(),
         source=f"measured on {host} on {time.strftime('%Y-%m-%d %H:%M')} with {world_size} ranks on "
         f"{os.cpu_count()} cores, torch {torch_version()}",
-        details={"points": [[s, t] for s, t in points], "world_size": world_size, "backend": backend},
+        details={
+            "points": [[s, t] for s, t in points],
+            "world_size": world_size,
+            "backend": backend,
+        },
     )

@@ -65,15 +65,21 @@ def _ring_phase(
     return out
 
 
-def ring_reduce_scatter(group: Sequence[int], numel: int, itemsize: int, *, prefix: str = "", step: int | None = None) -> dict[int, list[Action]]:
+def ring_reduce_scatter(
+    group: Sequence[int], numel: int, itemsize: int, *, prefix: str = "", step: int | None = None
+) -> dict[int, list[Action]]:
     return _ring_phase(group, numel, itemsize, phase="reduce-scatter", prefix=prefix, step=step)
 
 
-def ring_all_gather(group: Sequence[int], numel: int, itemsize: int, *, prefix: str = "", step: int | None = None) -> dict[int, list[Action]]:
+def ring_all_gather(
+    group: Sequence[int], numel: int, itemsize: int, *, prefix: str = "", step: int | None = None
+) -> dict[int, list[Action]]:
     return _ring_phase(group, numel, itemsize, phase="all-gather", prefix=prefix, step=step)
 
 
-def ring_all_reduce(group: Sequence[int], numel: int, itemsize: int, *, prefix: str = "", step: int | None = None) -> dict[int, list[Action]]:
+def ring_all_reduce(
+    group: Sequence[int], numel: int, itemsize: int, *, prefix: str = "", step: int | None = None
+) -> dict[int, list[Action]]:
     """Ring all-reduce = ring reduce-scatter followed by ring all-gather."""
     rs = ring_reduce_scatter(group, numel, itemsize, prefix=prefix, step=step)
     ag = ring_all_gather(group, numel, itemsize, prefix=prefix, step=step)
@@ -96,7 +102,9 @@ def _binomial(
         vr = (pos - root_pos) % n
         actions: list[Action] = []
 
-        def add(kind: str, peer: int, round_: int, rank: int = rank, actions: list[Action] = actions) -> None:
+        def add(
+            kind: str, peer: int, round_: int, rank: int = rank, actions: list[Action] = actions
+        ) -> None:
             is_send = kind == "send"
             actions.append(
                 Action(
@@ -142,15 +150,45 @@ def _binomial(
     return out
 
 
-def tree_broadcast(group: Sequence[int], nbytes: int, *, root: int | None = None, prefix: str = "", step: int | None = None) -> dict[int, list[Action]]:
-    return _binomial(group, nbytes, root=group[0] if root is None else root, phase="broadcast", prefix=prefix, step=step)
+def tree_broadcast(
+    group: Sequence[int],
+    nbytes: int,
+    *,
+    root: int | None = None,
+    prefix: str = "",
+    step: int | None = None,
+) -> dict[int, list[Action]]:
+    return _binomial(
+        group,
+        nbytes,
+        root=group[0] if root is None else root,
+        phase="broadcast",
+        prefix=prefix,
+        step=step,
+    )
 
 
-def tree_reduce(group: Sequence[int], nbytes: int, *, root: int | None = None, prefix: str = "", step: int | None = None) -> dict[int, list[Action]]:
-    return _binomial(group, nbytes, root=group[0] if root is None else root, phase="reduce", prefix=prefix, step=step)
+def tree_reduce(
+    group: Sequence[int],
+    nbytes: int,
+    *,
+    root: int | None = None,
+    prefix: str = "",
+    step: int | None = None,
+) -> dict[int, list[Action]]:
+    return _binomial(
+        group,
+        nbytes,
+        root=group[0] if root is None else root,
+        phase="reduce",
+        prefix=prefix,
+        step=step,
+    )
 
 
-def tree_all_reduce(group: Sequence[int], nbytes: int, *, prefix: str = "", step: int | None = None) -> dict[int, list[Action]]:
+def tree_all_reduce(
+    group: Sequence[int], nbytes: int, *, prefix: str = "", step: int | None = None
+) -> dict[int, list[Action]]:
     """Reduce to the group's first rank on a binomial tree, then broadcast back."""
     rd = tree_reduce(group, nbytes, prefix=prefix, step=step)
     bc = tree_broadcast(group, nbytes, prefix=prefix, step=step)

@@ -8,8 +8,10 @@ and counts the bytes each rank really puts on the wire. The public helpers
 engine tests. Reduction is a sum.
 
 A ring step (sendrecv) posts its isend and irecv together, as MPI_Sendrecv
-does: with both directions in flight no rank waits for its neighbour to finish
-sending first, and gloo and NCCL cannot deadlock on it.
+does, so gloo and NCCL cannot deadlock on it. The step ends when the incoming
+chunk has arrived (and is reduced); its own send may still be on the wire,
+like an eager send, so a rank is not held back by a slow right neighbour.
+A chunk is never written while a send still reads it (`_settle`).
 
 Engine part: imports torch, only inside rank processes.
 """
@@ -32,14 +34,28 @@ class Comm:
     def __init__(self) -> None:
         self.bytes_sent = 0
         self.bytes_received = 0
-        self._scratch: dict[tuple[int, torch.dtype, torch.device], torch.Tensor] = {}
+        self._scratch: dict[tuple[int, torch.dtype, torch.device, int], torch.Tensor] = {}
+        self._preposted: dict[str, tuple[torch.distributed.Work | None, torch.Tensor]] = {}
+        self._flip = False
+        # Sends of ring steps still on the wire, by the chunk they read from.
+        self._in_flight: list[tuple[int, torch.distributed.Work]] = []
+
+    def _settle(self, chunk: int | None = None) -> None:
+        """Wait for in-flight sends (of one chunk, or all of them)."""
+        keep = []
+        for sent_chunk, work in self._in_flight:
+            if chunk is None or sent_chunk == chunk:
+                work.wait()
+            else:
+                keep.append((sent_chunk, work))
+        self._in_flight = keep
 
     def reset_counters(self) -> None:
         self.bytes_sent = 0
         self.bytes_received = 0
 
-    def _tmp(self, numel: int, like: torch.Tensor) -> torch.Tensor:
-        key = (numel, like.dtype, like.device)
+    def _tmp(self, numel: int, like: torch.Tensor, slot: int = 0) -> torch.Tensor:
+        key = (numel, like.dtype, like.device, slot)
         if key not in self._scratch:
             self._scratch[key] = torch.empty(numel, dtype=like.dtype, device=like.device)
         return self._scratch[key]
@@ -50,34 +66,61 @@ class Comm:
         if received is not None:
             self.bytes_received += received.numel() * received.element_size()
 
-    def execute(self, action: Action, tensor: torch.Tensor) -> None:
+    def _chunks(self, action: Action, tensor: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tensor.split(even_split(tensor.numel(), action.arg("parts")))
+
+    def _post_recv(
+        self, action: Action, tensor: torch.Tensor
+    ) -> tuple[torch.distributed.Work | None, torch.Tensor]:
+        """Post the receive of a ring step: into a scratch buffer when it reduces, else in place."""
+        recv_chunk = action.arg("recv_chunk")
+        target = self._chunks(action, tensor)[recv_chunk]
+        if action.reduce:
+            # Two scratch buffers alternate, so a pre-posted receive never lands in
+            # the buffer the current step is still adding from.
+            self._flip = not self._flip
+            incoming = self._tmp(target.numel(), target, slot=int(self._flip))
+        else:
+            self._settle(recv_chunk)  # never write a chunk a send still reads
+            incoming = target
+        request = dist.irecv(incoming, action.src) if incoming.numel() else None
+        return request, incoming
+
+    def execute(self, action: Action, tensor: torch.Tensor, after: Action | None = None) -> None:
+        """Run one action on `tensor`; `after` is the next action, to pre-post its receive."""
         kind = action.kind
         if kind == "sendrecv":
-            chunks = tensor.split(even_split(tensor.numel(), action.arg("parts")))
+            chunks = self._chunks(action, tensor)
             outgoing = chunks[action.arg("send_chunk")]
             target = chunks[action.arg("recv_chunk")]
-            incoming = self._tmp(target.numel(), target) if action.reduce else target
-            # An empty chunk (fewer elements than ranks) is skipped by both ends alike.
-            requests = []
+            request, incoming = self._preposted.pop(action.id, None) or self._post_recv(
+                action, tensor
+            )
+            # Empty chunks (fewer elements than ranks) are skipped by both ends alike.
             if outgoing.numel():
-                requests.append(dist.isend(outgoing, action.dst))
-            if incoming.numel():
-                requests.append(dist.irecv(incoming, action.src))
-            for request in requests:
+                self._in_flight.append((action.arg("send_chunk"), dist.isend(outgoing, action.dst)))
+            if after is not None and after.kind == "sendrecv" and after.src == action.src:
+                # Post the next step's receive now, so the left neighbour's next chunk
+                # can flow while this one is reduced (gloo's own ring overlaps the same way).
+                self._preposted[after.id] = self._post_recv(after, tensor)
+            if request is not None:
                 request.wait()
             if action.reduce:
                 target.add_(incoming)
             self._count(outgoing, incoming)
         elif kind == "send":
+            self._settle()
             dist.send(tensor, action.dst)
             self._count(tensor, None)
         elif kind == "recv":
+            self._settle()
             incoming = self._tmp(tensor.numel(), tensor) if action.reduce else tensor
             dist.recv(incoming, action.src)
             if action.reduce:
                 tensor.add_(incoming)
             self._count(None, incoming)
         elif kind == "all_reduce":
+            self._settle()
             dist.all_reduce(tensor)
         elif kind == "broadcast":
             dist.broadcast(tensor, src=(action.group or (0,))[0])
@@ -86,14 +129,19 @@ class Comm:
         else:
             raise ValueError(f"Comm cannot execute a {kind!r} action")
 
-    def run(self, actions: Sequence[Action], tensor: torch.Tensor, runner: Callable | None = None) -> None:
+    def run(
+        self, actions: Sequence[Action], tensor: torch.Tensor, runner: Callable | None = None
+    ) -> None:
         """Execute `actions` in order; `runner(actions, handler)` may time each (RankContext.execute)."""
-        handler = lambda action: self.execute(action, tensor)  # noqa: E731
+        actions = list(actions)
+        following = {a.id: b for a, b in zip(actions, actions[1:], strict=False)}
+        handler = lambda action: self.execute(action, tensor, following.get(action.id))  # noqa: E731
         if runner is None:
             for action in actions:
                 handler(action)
         else:
             runner(actions, handler)
+        self._settle()
 
 
 def _mine(schedule: dict[int, list[Action]]) -> list[Action]:
@@ -107,7 +155,9 @@ def _world() -> list[int]:
 def ring_all_reduce(tensor: torch.Tensor, comm: Comm | None = None) -> torch.Tensor:
     """In-place sum over all ranks of a flat tensor: ring reduce-scatter then all-gather."""
     flat = tensor.view(-1)
-    (comm or Comm()).run(_mine(collectives.ring_all_reduce(_world(), flat.numel(), flat.element_size())), flat)
+    (comm or Comm()).run(
+        _mine(collectives.ring_all_reduce(_world(), flat.numel(), flat.element_size())), flat
+    )
     return tensor
 
 
@@ -115,11 +165,15 @@ def ring_reduce_scatter(tensor: torch.Tensor, comm: Comm | None = None) -> torch
     """Sum over ranks; returns this rank's chunk (torch's reduce_scatter_tensor ownership)."""
     flat = tensor.view(-1).clone()
     n, rank = dist.get_world_size(), dist.get_rank()
-    (comm or Comm()).run(_mine(collectives.ring_reduce_scatter(_world(), flat.numel(), flat.element_size())), flat)
+    (comm or Comm()).run(
+        _mine(collectives.ring_reduce_scatter(_world(), flat.numel(), flat.element_size())), flat
+    )
     return flat.split(even_split(flat.numel(), n))[rank].clone()
 
 
-def ring_all_gather(chunk: torch.Tensor, sizes: Sequence[int], comm: Comm | None = None) -> torch.Tensor:
+def ring_all_gather(
+    chunk: torch.Tensor, sizes: Sequence[int], comm: Comm | None = None
+) -> torch.Tensor:
     """Gather every rank's chunk (chunk i from rank i, `sizes[i]` elements) into one flat tensor."""
     n, rank = dist.get_world_size(), dist.get_rank()
     total = sum(sizes)
@@ -127,7 +181,9 @@ def ring_all_gather(chunk: torch.Tensor, sizes: Sequence[int], comm: Comm | None
         raise ValueError("ring_all_gather expects the even_split sizes of the total")
     out = torch.empty(total, dtype=chunk.dtype, device=chunk.device)
     out.split(list(sizes))[rank].copy_(chunk.view(-1))
-    (comm or Comm()).run(_mine(collectives.ring_all_gather(_world(), total, out.element_size())), out)
+    (comm or Comm()).run(
+        _mine(collectives.ring_all_gather(_world(), total, out.element_size())), out
+    )
     return out
 
 

@@ -49,8 +49,13 @@ def parse_fault(spec: str, world_size: int) -> Fault:
     except ValueError:
         raise ValueError(f"malformed --fault {spec!r}: rank must be an integer") from None
     if not 0 <= rank < world_size:
-        raise ValueError(f"--fault {spec!r}: rank must be in 0..{world_size - 1} for {world_size} ranks")
-    after = parse_duration(fields["after"])
+        raise ValueError(
+            f"--fault {spec!r}: rank must be in 0..{world_size - 1} for {world_size} ranks"
+        )
+    try:
+        after = parse_duration(fields["after"])
+    except ValueError as exc:
+        raise ValueError(f"malformed --fault {spec!r}: {exc}") from None
     if after < 0:
         raise ValueError(f"--fault {spec!r}: after must be >= 0")
     return Fault(kind, rank, after)

@@ -21,7 +21,9 @@ def ring_all_gather_time(n: int, nbytes: float, alpha: float, beta: float) -> fl
     return (n - 1) * alpha + nbytes * (n - 1) / n * beta
 
 
-def ring_reduce_scatter_time(n: int, nbytes: float, alpha: float, beta: float, gamma: float) -> float:
+def ring_reduce_scatter_time(
+    n: int, nbytes: float, alpha: float, beta: float, gamma: float
+) -> float:
     """(n-1)α + S(n-1)/n·(β+γ)."""
     return (n - 1) * alpha + nbytes * (n - 1) / n * (beta + gamma)
 
@@ -33,7 +35,9 @@ def ring_all_reduce_time(n: int, nbytes: float, alpha: float, beta: float, gamma
     )
 
 
-def rabenseifner_all_reduce_time(n: int, nbytes: float, alpha: float, beta: float, gamma: float) -> float:
+def rabenseifner_all_reduce_time(
+    n: int, nbytes: float, alpha: float, beta: float, gamma: float
+) -> float:
     """Halving-doubling: 2·log2(n)·α + 2S(n-1)/n·β + S(n-1)/n·γ."""
     return 2 * math.log2(n) * alpha + 2 * nbytes * (n - 1) / n * beta + nbytes * (n - 1) / n * gamma
 
@@ -50,7 +54,9 @@ def tree_reduce_time(n: int, nbytes: float, alpha: float, beta: float, gamma: fl
 
 def tree_all_reduce_time(n: int, nbytes: float, alpha: float, beta: float, gamma: float) -> float:
     """Reduce to the root on a binomial tree, then broadcast back down it."""
-    return tree_reduce_time(n, nbytes, alpha, beta, gamma) + tree_broadcast_time(n, nbytes, alpha, beta)
+    return tree_reduce_time(n, nbytes, alpha, beta, gamma) + tree_broadcast_time(
+        n, nbytes, alpha, beta
+    )
 
 
 def tree_rounds(n: int) -> int:

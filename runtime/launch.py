@@ -22,6 +22,7 @@ Engine part, but torch-free.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import multiprocessing.connection as mpc
 import os
@@ -99,7 +100,9 @@ def free_port(host: str = LOOPBACK) -> int:
 
 
 def default_run_dir(scenario: str) -> Path:
-    base = Path(os.environ.get("PLAYGROUND_RUNS_DIR") or Path(tempfile.gettempdir()) / "playground-runs")
+    base = Path(
+        os.environ.get("PLAYGROUND_RUNS_DIR") or Path(tempfile.gettempdir()) / "playground-runs"
+    )
     base.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=f"{time.strftime('%Y%m%d-%H%M%S')}-{scenario}-", dir=base))
 
@@ -148,7 +151,9 @@ def launch(
                 "port": port,
                 "threads": threads,
             }
-            proc = ctx.Process(target=rank_process, args=(rank_spec, writer), name=f"rank{rank}", daemon=True)
+            proc = ctx.Process(
+                target=rank_process, args=(rank_spec, writer), name=f"rank{rank}", daemon=True
+            )
             proc.start()
             writer.close()  # the child holds its end; EOF then means the child is gone
             procs.append(proc)
@@ -235,7 +240,9 @@ def _supervise(spec, procs, conns, run_dir, on_message, cancel, started) -> Laun
             raise RunFailed(rank, cause, run_dir / f"rank{rank}.log")
 
 
-def _root_cause(dead: dict[int, str], hung: dict[int, str], errors: dict[int, str]) -> tuple[int, str]:
+def _root_cause(
+    dead: dict[int, str], hung: dict[int, str], errors: dict[int, str]
+) -> tuple[int, str]:
     """The failure to report: a rank killed by a signal or hung is the cause; the
     connection errors of its peers are consequences."""
     killed = {r: c for r, c in dead.items() if "killed by" in c}
@@ -261,10 +268,8 @@ def _teardown(procs: list[Any], patience_s: float = 0.0) -> None:
             proc.join(timeout=max(0.0, deadline - time.monotonic()))
     for proc in procs:
         if proc.exitcode is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGKILL)  # SIGKILL also ends a SIGSTOPped rank
-            except ProcessLookupError:
-                pass
     deadline = time.monotonic() + 5
     for proc in procs:
         proc.join(timeout=max(0.1, deadline - time.monotonic()))

@@ -163,7 +163,9 @@ class Program:
         (runtime.simulate.simulate raises DeadlockError naming the stuck ranks).
         """
         if len(self.ranks) != self.world_size:
-            raise ProgramError(f"program has {len(self.ranks)} rank lists for world size {self.world_size}")
+            raise ProgramError(
+                f"program has {len(self.ranks)} rank lists for world size {self.world_size}"
+            )
         seen: set[str] = set()
         sent: _Count[tuple[int, int]] = _Count()
         received: _Count[tuple[int, int]] = _Count()
@@ -172,22 +174,25 @@ class Program:
         for rank, actions in enumerate(self.ranks):
             for action in actions:
                 if action.rank != rank:
-                    raise ProgramError(f"action {action.id} says rank {action.rank} but sits on rank {rank}")
+                    raise ProgramError(
+                        f"action {action.id} says rank {action.rank} but sits on rank {rank}"
+                    )
                 if action.id in seen:
                     raise ProgramError(f"duplicate action id {action.id}")
                 seen.add(action.id)
                 for peer in (action.dst, action.src):
                     if peer is not None and not 0 <= peer < self.world_size:
-                        raise ProgramError(f"action {action.id} names peer {peer} outside 0..{self.world_size - 1}")
+                        raise ProgramError(
+                            f"action {action.id} names peer {peer} outside 0..{self.world_size - 1}"
+                        )
                 if action.kind == "sendrecv" and (action.dst is None or action.src is None):
                     raise ProgramError(f"sendrecv {action.id} needs both dst and src")
                 if action.kind == "send" and action.dst is None:
                     raise ProgramError(f"send {action.id} has no dst")
                 if action.kind == "recv" and action.src is None:
                     raise ProgramError(f"recv {action.id} has no src")
-                if action.is_collective:
-                    if not action.group or rank not in action.group:
-                        raise ProgramError(f"collective {action.id} on rank {rank} is not in its group")
+                if action.is_collective and (not action.group or rank not in action.group):
+                    raise ProgramError(f"collective {action.id} on rank {rank} is not in its group")
                 for dst, nbytes in action.sends():
                     sent[(rank, dst)] += 1
                     sent_bytes.setdefault((rank, dst), []).append(nbytes)
@@ -202,7 +207,9 @@ class Program:
                 )
             if sent_bytes.get(pair) != recv_bytes.get(pair):
                 a, b = pair
-                raise ProgramError(f"message sizes from rank {a} to rank {b} differ between send and recv")
+                raise ProgramError(
+                    f"message sizes from rank {a} to rank {b} differ between send and recv"
+                )
 
     def to_table(self) -> str:
         """A printable listing, one line per action: programs are data to read and diff."""

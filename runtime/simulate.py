@@ -13,8 +13,8 @@ Semantics (the same ones the real engine implements in runtime.worker):
   the receiver to post its recv (gloo and NCCL buffer the message).
 - recv: completes when its message has arrived (plus gamma per byte when it
   reduces what it received).
-- sendrecv: a ring step; ends when its own message is delivered and the
-  incoming one has arrived (then reduces it if asked).
+- sendrecv: a ring step; posts its message (eager, on the link as above) and
+  ends when the incoming one has arrived (then reduces it if asked).
 - collective: a synchronisation of its group; it starts when the last member
   arrives and takes CostModel.collective_time. Each member's span runs from its
   own arrival, so waiting for a late rank shows up as time in the collective,
@@ -46,12 +46,21 @@ class StuckRank:
 class DeadlockError(RuntimeError):
     def __init__(self, stuck: list[StuckRank]):
         self.stuck = stuck
-        detail = "; ".join(f"rank {s.rank} at {s.action_id} waits for {s.waiting_for}" for s in stuck)
+        detail = "; ".join(
+            f"rank {s.rank} at {s.action_id} waits for {s.waiting_for}" for s in stuck
+        )
         super().__init__(f"deadlock: {len(stuck)} rank(s) can never finish: {detail}")
 
 
 def span_for(action: Action, start: float, end: float) -> Span:
-    return Span(rank=action.rank, kind=action.kind, label=action.label, start=start, end=end, **action.span_fields())
+    return Span(
+        rank=action.rank,
+        kind=action.kind,
+        label=action.label,
+        start=start,
+        end=end,
+        **action.span_fields(),
+    )
 
 
 def simulate(program: Program, model: CostModel, *, busy_ranks: int | None = None) -> Timeline:
@@ -142,7 +151,8 @@ def simulate(program: Program, model: CostModel, *, busy_ranks: int | None = Non
             if not box:
                 return True  # posted its send: progress, even though it now waits
             arrive = box.popleft()
-            done = max(t, arrive, own_delivery.pop(rank))
+            own_delivery.pop(rank)
+            done = max(t, arrive)
             end = done + (model.gamma * action.recv_bytes if action.reduce else 0.0)
             finish(action, t, end)
             return True
@@ -161,7 +171,9 @@ def simulate(program: Program, model: CostModel, *, busy_ranks: int | None = Non
             if (pc[rank], rank in registered, rank in own_delivery) != before:
                 progressed = True
         if not progressed:
-            raise DeadlockError([_why_stuck(program, r, pc[r], registered, arrivals) for r in pending])
+            raise DeadlockError(
+                [_why_stuck(program, r, pc[r], registered, arrivals) for r in pending]
+            )
     return Timeline(spans=spans)
 
 
@@ -171,7 +183,9 @@ def _why_stuck(program: Program, rank: int, pc: int, registered, arrivals) -> St
         key = registered.get(rank)
         here = set(arrivals.get(key, {})) if key else set()
         missing = sorted(set(action.group or ()) - here)
-        return StuckRank(rank, action.id, f"{action.kind} with rank(s) {missing}, which never arrive")
+        return StuckRank(
+            rank, action.id, f"{action.kind} with rank(s) {missing}, which never arrive"
+        )
     if action.kind in ("recv", "sendrecv"):
         return StuckRank(rank, action.id, f"a message from rank {action.src} that is never sent")
     return StuckRank(rank, action.id, "nothing (internal error)")

@@ -13,12 +13,31 @@ import math
 import re
 
 _BYTE_UNITS = {
-    "": 1, "b": 1,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-    "k": 2**10, "m": 2**20, "g": 2**30,
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+    "k": 2**10,
+    "m": 2**20,
+    "g": 2**30,
 }
-_TIME_UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+_TIME_UNITS = {
+    "": 1.0,
+    "s": 1.0,
+    "ms": 1e-3,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "m": 60.0,
+    "min": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+}
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 
 
@@ -26,7 +45,9 @@ def parse_bytes(text: str) -> int:
     """'4MiB' -> 4194304; '64KiB', '1.5GB', '1000' (bytes) also work."""
     match = re.fullmatch(_NUMBER + r"\s*([A-Za-z]*)", text.strip())
     if not match or match.group(2).lower() not in _BYTE_UNITS:
-        raise ValueError(f"{text!r} is not a size; use bytes with a unit, e.g. 4096, 64KiB, 4MiB, 1GB")
+        raise ValueError(
+            f"{text!r} is not a size; use bytes with a unit, e.g. 4096, 64KiB, 4MiB, 1GB"
+        )
     value = float(match.group(1)) * _BYTE_UNITS[match.group(2).lower()]
     if value != int(value):
         raise ValueError(f"{text!r} is not a whole number of bytes")
@@ -37,7 +58,9 @@ def parse_duration(text: str) -> float:
     """'90s' -> 90.0; '0.5s', '300ms', '3h', '2min' also work; a bare number is seconds."""
     match = re.fullmatch(_NUMBER + r"\s*([A-Za-zµ]*)", text.strip())
     if not match or match.group(2).lower() not in _TIME_UNITS:
-        raise ValueError(f"{text!r} is not a duration; use a number with a unit, e.g. 0.5s, 300ms, 90s, 3h")
+        raise ValueError(
+            f"{text!r} is not a duration; use a number with a unit, e.g. 0.5s, 300ms, 90s, 3h"
+        )
     return float(match.group(1)) * _TIME_UNITS[match.group(2).lower()]
 
 

@@ -23,6 +23,7 @@ Engine part: imports torch, only ever inside rank processes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -39,10 +40,14 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from runtime.files import write_text_atomic
 from runtime.program import Action, Program
 from runtime.simulate import span_for
 
 JOBS = {"calibrate": "runtime.calibration_rank:run_rank"}
+# Scenarios are plug-ins the runtime loads by name: the layer above (scenarios/)
+# depends on runtime, never the other way round (DESIGN.md's layer rule).
+SCENARIO_REGISTRY = "scenarios.registry"
 
 
 class RankContext:
@@ -90,7 +95,9 @@ class RankContext:
         return (time.perf_counter_ns() - self.t0_ns) / 1e9
 
     def record(self, action: Action, start_ns: int, end_ns: int) -> None:
-        span = span_for(action, (start_ns - self.t0_ns) / 1e9, (end_ns - self.t0_ns) / 1e9).to_dict()
+        span = span_for(
+            action, (start_ns - self.t0_ns) / 1e9, (end_ns - self.t0_ns) / 1e9
+        ).to_dict()
         if self._stream:
             self._emit(("span", self.rank, span))
         else:
@@ -112,7 +119,9 @@ def resolve_backend(requested: str) -> str:
     if requested == "auto":
         return "nccl" if torch.cuda.is_available() else "gloo"
     if requested == "nccl" and not torch.cuda.is_available():
-        raise RuntimeError("backend nccl needs CUDA, and torch sees no GPU here; use --backend gloo")
+        raise RuntimeError(
+            "backend nccl needs CUDA, and torch sees no GPU here; use --backend gloo"
+        )
     return requested
 
 
@@ -130,11 +139,13 @@ def _load(entry: str) -> Callable[[RankContext], dict[str, Any]]:
 
 
 def _build(scenario_name: str, params: dict[str, Any]) -> tuple[Program | None, str]:
+    """The Program and rank entry of a scenario, or of a job ("calibrate", or any
+    "module:function" taking a RankContext, which the engine tests use)."""
     if scenario_name in JOBS:
         return None, JOBS[scenario_name]
-    from scenarios.registry import get_scenario
-
-    scenario = get_scenario(scenario_name)
+    if ":" in scenario_name:
+        return None, scenario_name
+    scenario = importlib.import_module(SCENARIO_REGISTRY).get_scenario(scenario_name)
     return scenario.build(params), scenario.rank_entry
 
 
@@ -197,7 +208,7 @@ def launched_main(spec: dict[str, Any], channel: Any) -> None:
             world_size=spec["world_size"],
             timeout=timedelta(seconds=spec.get("timeout_s", 120)),
         )
-        channel.send(("ready", rank, backend))
+        channel.send(("ready", rank, backend, os.getpid()))
         result = run_rank(
             rank=rank,
             world_size=spec["world_size"],
@@ -212,16 +223,12 @@ def launched_main(spec: dict[str, Any], channel: Any) -> None:
         channel.send(("done", rank, result))
     except BaseException as exc:  # report, then exit non-zero: the parent names the rank
         traceback.print_exc()
-        try:
+        with contextlib.suppress(OSError, ValueError):
             channel.send(("error", rank, f"{type(exc).__name__}: {exc}".splitlines()[0][:500]))
-        except (OSError, ValueError):
-            pass
         sys.stdout.flush()
         os._exit(1)
-    try:
+    with contextlib.suppress(Exception):  # teardown after success; the result is already sent
         dist.destroy_process_group()
-    except Exception:  # noqa: BLE001 - teardown after success; the result is already sent
-        pass
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: gloo threads can make a clean exit slow
 
@@ -240,22 +247,25 @@ def torchrun_main(argv: list[str] | None = None) -> int:
 
     rank = int(os.environ["RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
-    from scenarios.base import ParamError, parse_param_args
-    from scenarios.registry import get_scenario
-
+    registry = importlib.import_module(SCENARIO_REGISTRY)
+    base = importlib.import_module("scenarios.base")
     try:
-        scenario = get_scenario(args.scenario)
-        raw = parse_param_args(args.param)
+        scenario = registry.get_scenario(args.scenario)
+        raw = base.parse_param_args(args.param)
         raw.setdefault("ranks", str(world_size))
         params = scenario.resolve(raw, mode="run")
         if scenario.world_size(params) != world_size:
-            raise ParamError(f"ranks={scenario.world_size(params)} but torchrun started {world_size} processes")
-    except (KeyError, ParamError) as exc:
+            raise base.ParamError(
+                f"ranks={scenario.world_size(params)} but torchrun started {world_size} processes"
+            )
+    except (KeyError, base.ParamError) as exc:
         print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 2
 
     backend = resolve_backend(args.backend)
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
+    torch.set_num_threads(
+        max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
+    )
     dist.init_process_group(backend, timeout=timedelta(seconds=120))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -269,22 +279,18 @@ def torchrun_main(argv: list[str] | None = None) -> int:
         stream=False,
         faults=[],
     )
-    _write_json(out / f"rank{rank}.json", {"rank": rank, "result": result})
+    write_text_atomic(out / f"rank{rank}.json", json.dumps({"rank": rank, "result": result}))
     if rank == 0:
-        _write_json(
-            out / "run.json",
-            {"scenario": args.scenario, "params": params, "world_size": world_size, "backend": backend, "launcher": "torchrun"},
-        )
+        meta = {
+            "scenario": args.scenario,
+            "params": params,
+            "world_size": world_size,
+            "backend": backend,
+        }
+        write_text_atomic(out / "run.json", json.dumps({**meta, "launcher": "torchrun"}))
     dist.barrier()
     dist.destroy_process_group()
     return 0
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write atomically: a reader never sees half a file."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -68,7 +68,12 @@ class Param:
             bounds = f" from {show(low)} to {show(high)}"
         elif low is not None:
             bounds = f" of at least {show(low)}"
-        kind = {"int": "an integer", "float": "a number", "bytes": "a size", "duration": "a duration"}[self.kind]
+        kind = {
+            "int": "an integer",
+            "float": "a number",
+            "bytes": "a size",
+            "duration": "a duration",
+        }[self.kind]
         return f"{kind}{bounds}{unit}"
 
     def parse(self, text: Any, mode: Mode) -> Any:
@@ -99,7 +104,11 @@ class Param:
             raise ParamError(f"{where}: {self.name} must be {self.allowed(mode)}") from None
         low, high = self.minimum, self.upper(mode)
         if (low is not None and value < low) or (high is not None and value > high):
-            limit = " on a real run (predict allows more)" if mode == "run" and self.predict_maximum else ""
+            limit = (
+                " on a real run (predict allows more)"
+                if mode == "run" and self.predict_maximum
+                else ""
+            )
             raise ParamError(f"{where}: {self.name} must be {self.allowed(mode)}{limit}")
         return value
 
@@ -162,7 +171,9 @@ class Scenario:
             raise ParamError(
                 f"unknown parameter {unknown[0]!r} for {self.name}; allowed: {', '.join(names)}"
             )
-        values = {p.name: p.parse(raw[p.name] if p.name in raw else p.default, mode) for p in self.params}
+        values = {
+            p.name: p.parse(raw.get(p.name, p.default), mode) for p in self.params
+        }
         self.check(values, mode)
         return values
 

@@ -64,8 +64,13 @@ class RingAllReduce(Scenario):
             for rank in group:
                 program.add(
                     Action(
-                        id=f"{prefix}barrier@r{rank}", rank=rank, kind="barrier", label="barrier",
-                        group=members, step=step, phase="start",
+                        id=f"{prefix}barrier@r{rank}",
+                        rank=rank,
+                        kind="barrier",
+                        label="barrier",
+                        group=members,
+                        step=step,
+                        phase="start",
                     )
                 )
             if not self.stepwise(params):
@@ -73,14 +78,24 @@ class RingAllReduce(Scenario):
                 for rank in group:
                     program.add(
                         Action(
-                            id=f"{prefix}allreduce@r{rank}", rank=rank, kind="all_reduce",
-                            label="all_reduce" if algorithm == "builtin" else f"{algorithm} all_reduce",
-                            bytes=size, group=members, algorithm=algorithm, step=step, phase="all-reduce",
+                            id=f"{prefix}allreduce@r{rank}",
+                            rank=rank,
+                            kind="all_reduce",
+                            label="all_reduce"
+                            if algorithm == "builtin"
+                            else f"{algorithm} all_reduce",
+                            bytes=size,
+                            group=members,
+                            algorithm=algorithm,
+                            step=step,
+                            phase="all-reduce",
                         )
                     )
                 continue
             if algorithm == "ring":
-                schedule = collectives.ring_all_reduce(group, numel, itemsize, prefix=prefix, step=step)
+                schedule = collectives.ring_all_reduce(
+                    group, numel, itemsize, prefix=prefix, step=step
+                )
             else:
                 schedule = collectives.tree_all_reduce(group, size, prefix=prefix, step=step)
             for rank in group:
@@ -100,7 +115,9 @@ class RingAllReduce(Scenario):
         program = self.build(params) if self.stepwise(params) else None
         out: dict[str, Any] = {
             "predicted_s": predicted_s,
-            "predicted_busbw_gbps": formulas.busbw("all_reduce", n, size, predicted_s) / 1e9 if predicted_s else None,
+            "predicted_busbw_gbps": formulas.busbw("all_reduce", n, size, predicted_s) / 1e9
+            if predicted_s
+            else None,
             "expected_bytes_per_rank": expected_bytes(params, program),
         }
         if measured is None:
@@ -111,8 +128,10 @@ class RingAllReduce(Scenario):
         out["algbw_gbps"] = formulas.algbw(size, measured_s) / 1e9
         out["busbw_gbps"] = formulas.busbw("all_reduce", n, size, measured_s) / 1e9
         if rank_results:
-            builtin = [max(r["builtin_s"][i] for r in rank_results) for i in range(len(rank_results[0]["builtin_s"]))]
-            builtin_s = statistics.median(builtin)
+            per_iteration = zip(*(r["builtin_intervals"] for r in rank_results), strict=True)
+            builtin_s = statistics.median(
+                max(e for _, e in it) - min(s for s, _ in it) for it in per_iteration
+            )
             out["builtin_s"] = builtin_s
             out["builtin_busbw_gbps"] = formulas.busbw("all_reduce", n, size, builtin_s) / 1e9
             out["busbw_vs_builtin"] = out["busbw_gbps"] / out["builtin_busbw_gbps"]
@@ -151,22 +170,58 @@ def expected_bytes(params: dict[str, Any], program: Program | None) -> float | l
 SCENARIO = RingAllReduce(
     name="ring-allreduce",
     lesson=1,
-    title={"es": "Paralelismo de datos y all-reduce en anillo", "en": "Data parallelism and ring all-reduce"},
+    title={
+        "es": "Paralelismo de datos y all-reduce en anillo",
+        "en": "Data parallelism and ring all-reduce",
+    },
     summary={
         "es": "Cada rango suma sus gradientes con los de todos: reduce-scatter + all-gather en un anillo.",
         "en": "Every rank sums its gradients with everyone's: reduce-scatter + all-gather around a ring.",
     },
     params=(
-        Param("ranks", "int", 4, {"es": "número de rangos (procesos)", "en": "number of ranks (processes)"},
-              minimum=2, maximum=16, predict_maximum=4096),
-        Param("size", "bytes", "4MiB", {"es": "bytes del búfer de cada rango", "en": "bytes of each rank's buffer"},
-              minimum=1, maximum=256 * 2**20, predict_maximum=2**40),
-        Param("algorithm", "choice", "ring", {"es": "algoritmo del all-reduce", "en": "all-reduce algorithm"},
-              choices=("ring", "tree", "builtin")),
-        Param("dtype", "choice", "float32", {"es": "tipo de dato", "en": "data type"},
-              choices=tuple(DTYPE_BYTES)),
-        Param("repeat", "int", 3, {"es": "iteraciones medidas (se informa la mediana)",
-                                   "en": "timed iterations (the median is reported)"}, minimum=1, maximum=50),
+        Param(
+            "ranks",
+            "int",
+            4,
+            {"es": "número de rangos (procesos)", "en": "number of ranks (processes)"},
+            minimum=2,
+            maximum=16,
+            predict_maximum=4096,
+        ),
+        Param(
+            "size",
+            "bytes",
+            "4MiB",
+            {"es": "bytes del búfer de cada rango", "en": "bytes of each rank's buffer"},
+            minimum=1,
+            maximum=256 * 2**20,
+            predict_maximum=2**40,
+        ),
+        Param(
+            "algorithm",
+            "choice",
+            "ring",
+            {"es": "algoritmo del all-reduce", "en": "all-reduce algorithm"},
+            choices=("ring", "tree", "builtin"),
+        ),
+        Param(
+            "dtype",
+            "choice",
+            "float32",
+            {"es": "tipo de dato", "en": "data type"},
+            choices=tuple(DTYPE_BYTES),
+        ),
+        Param(
+            "repeat",
+            "int",
+            3,
+            {
+                "es": "iteraciones medidas (se informa la mediana)",
+                "en": "timed iterations (the median is reported)",
+            },
+            minimum=1,
+            maximum=50,
+        ),
     ),
     narrative=(
         NarrativeStep(

@@ -1,0 +1,143 @@
+"""Chrome trace-event JSON of one Outcome, for Perfetto (ui.perfetto.dev) or chrome://tracing.
+
+In DESIGN.md's picture this is one of the "playground/ exports": `--trace
+FILE.json` hands the measured and predicted Timelines to the tools engineers
+already use for real profiles (the PyTorch profiler writes this same format),
+so a learner can zoom, search and measure with them.
+
+Layout of the trace (the "JSON Object Format" of the Trace Event Format spec):
+- process 1 is "measured", process 2 is "predicted" (process_name metadata;
+  process_sort_index keeps measured on top); thread = rank ("rank N").
+- each Span is a complete event (`ph: "X"`): name = label, cat = kind,
+  ts/dur in microseconds from the run's start, args = the Span's optional
+  fields (action_id, bytes, peer, step, ...). A measured Span with a predicted
+  pair also carries `predicted_dur_us` and `prediction_error` (|pred-meas|/meas),
+  the number each lesson is about.
+- each Mark (failure, checkpoint, restart) is an instant event (`ph: "i"`),
+  thread-scoped when it names a rank, process-scoped otherwise.
+- each Counter sample (memory by category) is a counter event (`ph: "C"`), so
+  Perfetto draws it as a track under the process.
+
+The file is written to a temporary sibling and moved into place with
+`os.replace`, so a failure never leaves half a file.
+
+Imports: stdlib and runtime's pure part; never torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runtime.files import write_text_atomic
+from runtime.trace import Span, Timeline
+
+if TYPE_CHECKING:
+    from playground.session import Outcome
+
+MEASURED_PID = 1
+PREDICTED_PID = 2
+_US = 1e6  # trace-event times are microseconds
+# The Span fields that are set only for some actions; each becomes an arg when set.
+_SPAN_ARGS = ("action_id", "bytes", "peer", "step", "chunk", "stage", "microbatch")
+
+
+def write_trace(outcome: Outcome, path: str | os.PathLike[str]) -> None:
+    """Write the Chrome trace-event JSON of `outcome` to `path` (atomically)."""
+    # Compact separators: a big run has tens of thousands of events.
+    text = json.dumps(trace_events(outcome), separators=(",", ":"), allow_nan=False)
+    write_text_atomic(Path(path), text)
+
+
+def trace_events(outcome: Outcome) -> dict[str, Any]:
+    """The whole trace document: {"traceEvents": [...], "displayTimeUnit": "ms"}."""
+    events: list[dict[str, Any]] = []
+    predicted_pairs = outcome.predicted.by_action()
+    if outcome.measured is not None:
+        events += _process(MEASURED_PID, "measured", outcome.measured, predicted_pairs)
+    events += _process(PREDICTED_PID, "predicted", outcome.predicted, {})
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        # Free-form metadata the viewers keep and show ("otherData" in the spec).
+        "otherData": {
+            "scenario": outcome.scenario.name,
+            "params": {k: str(v) for k, v in outcome.params.items()},
+            "profile": outcome.profile.name,
+            "backend": outcome.backend,
+        },
+    }
+
+
+def _process(
+    pid: int, name: str, timeline: Timeline, pairs: dict[str, Span]
+) -> list[dict[str, Any]]:
+    ranks = sorted(
+        set(timeline.ranks())
+        | {m.rank for m in timeline.marks if m.rank is not None}
+        | {c.rank for c in timeline.counters}
+    )
+    events: list[dict[str, Any]] = [
+        _meta(pid, 0, "process_name", {"name": name}),
+        _meta(pid, 0, "process_sort_index", {"sort_index": pid}),
+    ]
+    for rank in ranks:
+        events.append(_meta(pid, rank, "thread_name", {"name": f"rank {rank}"}))
+        events.append(_meta(pid, rank, "thread_sort_index", {"sort_index": rank}))
+    events += [_complete(pid, span, pairs.get(span.action_id or "")) for span in timeline.spans]
+    for mark in timeline.marks:
+        events.append(
+            {
+                "name": mark.label,
+                "cat": mark.kind,
+                "ph": "i",
+                "ts": _us(mark.t),
+                "pid": pid,
+                "tid": mark.rank if mark.rank is not None else 0,
+                "s": "t" if mark.rank is not None else "p",
+            }
+        )
+    for counter in timeline.counters:
+        events.append(
+            {
+                "name": f"rank {counter.rank} memory",
+                "ph": "C",
+                "ts": _us(counter.t),
+                "pid": pid,
+                "tid": counter.rank,
+                "args": {counter.category: counter.value},
+            }
+        )
+    return events
+
+
+def _complete(pid: int, span: Span, pair: Span | None) -> dict[str, Any]:
+    args: dict[str, Any] = {
+        name: getattr(span, name) for name in _SPAN_ARGS if getattr(span, name) is not None
+    }
+    if pair is not None:
+        args["predicted_dur_us"] = _us(pair.duration)
+        if span.duration > 0:
+            args["prediction_error"] = round(abs(pair.duration - span.duration) / span.duration, 6)
+    return {
+        "name": span.label,
+        "cat": span.kind,
+        "ph": "X",
+        "ts": _us(span.start),
+        # A clock step can make end < start by a few ns; the format needs dur >= 0.
+        "dur": max(0.0, _us(span.duration)),
+        "pid": pid,
+        "tid": span.rank,
+        "args": args,
+    }
+
+
+def _meta(pid: int, tid: int, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "ph": "M", "pid": pid, "tid": tid, "args": args}
+
+
+def _us(seconds: float) -> float:
+    # Nanosecond resolution is all perf_counter_ns gives; more digits only cost bytes.
+    return round(seconds * _US, 3)

@@ -1,0 +1,36 @@
+"""Metric values for people: units chosen from the metric's name.
+
+Naming convention of every scenario's metrics: `_s` seconds, `_gbps` GB/s,
+`bytes` in the name for byte counts, `error` for relative errors, `_vs_`
+for ratios. Shared by the CLI summary, the app and the HTML export.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runtime.units import format_bytes, format_seconds
+
+
+def format_metric(name: str, value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(format_metric(name, v) for v in value) + "]"
+    if not isinstance(value, int | float):
+        return str(value)
+    if name.endswith("_gbps"):
+        return f"{value:.3g} GB/s"
+    if "bytes" in name:
+        return format_bytes(value)
+    if name.endswith("error"):
+        return f"{value:.1%}"
+    if "_vs_" in name:
+        return f"{value:.2f}×"
+    if name.endswith("_s"):
+        return format_seconds(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

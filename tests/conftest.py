@@ -1,0 +1,19 @@
+"""Shared test setup: a private calibration cache and run directory per test session."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+# Before any test imports the launcher: calibrations and rank logs of the suite
+# stay out of the user's cache.
+_SESSION_DIR = tempfile.mkdtemp(prefix="playground-tests-")
+os.environ.setdefault("PLAYGROUND_CACHE_DIR", os.path.join(_SESSION_DIR, "cache"))
+os.environ.setdefault("PLAYGROUND_RUNS_DIR", os.path.join(_SESSION_DIR, "runs"))
+
+
+@pytest.fixture
+def english(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLAYGROUND_LANG", "en")

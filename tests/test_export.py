@@ -1,0 +1,242 @@
+"""The exports: offline Plotly HTML and Chrome trace-event JSON (no torch, no ranks).
+
+Outcomes come from the simulator (`session.predict` with a fixed profile, so no
+machine calibration is read); the "measured" Timeline is the predicted one
+stretched by 10%, which is all an export needs: the real engine is tested elsewhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from playground import session
+from playground.export import html as html_export
+from playground.export.chrome_trace import trace_events, write_trace
+from playground.export.html import write_html
+from runtime.trace import Mark, Timeline
+
+HOSTILE = "<script>alert(1)</script>"
+
+
+def _stretched(timeline: Timeline, factor: float) -> Timeline:
+    spans = [
+        dataclasses.replace(s, start=s.start * factor, end=s.end * factor) for s in timeline.spans
+    ]
+    return Timeline(spans)
+
+
+@pytest.fixture
+def predicted() -> session.Outcome:
+    return session.predict("ring-allreduce", {"ranks": "4"}, hardware="cpu-default")
+
+
+@pytest.fixture
+def measured(predicted: session.Outcome) -> session.Outcome:
+    timeline = _stretched(predicted.predicted, 1.1)
+    timeline.marks = [
+        Mark(t=timeline.end / 2, kind="checkpoint", label="ckpt 1"),
+        Mark(t=timeline.end / 3, kind="failure", label="rank 2 killed", rank=2),
+    ]
+    metrics = {**predicted.metrics, "prediction_error": 0.1, "ok": True}
+    return dataclasses.replace(predicted, measured=timeline, backend="gloo", metrics=metrics)
+
+
+def _figure_data(page: str) -> list[dict[str, Any]]:
+    """The traces plotly.js is given: the JSON array after `Plotly.newPlot("id",`."""
+    match = re.search(r"Plotly\.newPlot\(\s*\"[^\"]+\",\s*", page)
+    assert match, "no Plotly.newPlot call in the page"
+    data, _ = json.JSONDecoder().raw_decode(page, match.end())
+    return data
+
+
+# -- HTML -------------------------------------------------------------------------------
+
+
+def test_html_is_one_offline_file(measured: session.Outcome, tmp_path: Path) -> None:
+    out = tmp_path / "run.html"
+    write_html(measured, out)
+    page = out.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>")
+    assert "plotly.js v" in page  # the library itself, inline
+    assert not re.search(r"<script[^>]*\bsrc\s*=", page)  # nothing loaded from anywhere
+    assert not re.search(r"<link[^>]*\bhref\s*=", page)
+    assert [p.name for p in tmp_path.iterdir()] == ["run.html"]  # no temp file left behind
+
+
+def test_html_one_bar_trace_per_row_and_kind(measured: session.Outcome, tmp_path: Path) -> None:
+    out = tmp_path / "run.html"
+    write_html(measured, out)
+    bars = [t for t in _figure_data(out.read_text(encoding="utf-8")) if t["type"] == "bar"]
+    assert measured.measured is not None
+    # Row 1 (axis "y") is measured, row 2 ("y2") predicted.
+    expected = Counter(("y", s.kind) for s in measured.measured.spans)
+    expected.update(("y2", s.kind) for s in measured.predicted.spans)
+    got = Counter()
+    for trace in bars:
+        assert trace["orientation"] == "h"
+        got[(trace.get("yaxis", "y"), trace["legendgroup"])] += len(trace["x"])
+    assert got == expected
+    assert len(bars) == len(expected)  # one trace per (row, kind), not one per span
+    # One legend entry per kind, shared by both rows through its legendgroup.
+    shown = [t["legendgroup"] for t in bars if t.get("showlegend", True)]
+    assert sorted(shown) == sorted({kind for _, kind in expected})
+    assert {y for trace in bars for y in trace["y"]} == {f"rank {r}" for r in range(4)}
+
+
+def test_html_hover_has_the_prediction_error(measured: session.Outcome) -> None:
+    data = _figure_data(html_export.render_html(measured))
+    measured_bars = [t for t in data if t["type"] == "bar" and t.get("yaxis", "y") == "y"]
+    hover = measured_bars[0]["hovertext"][0]
+    # Measured = 1.1 x predicted, so |pred - meas| / meas = 0.1 / 1.1.
+    assert "prediction error: 9.1%" in hover
+    assert "action: " in hover and "duration: " in hover
+
+
+def test_html_has_header_and_metrics(measured: session.Outcome) -> None:
+    page = html_export.render_html(measured)
+    assert measured.scenario.title["en"] in page
+    assert measured.scenario.title["es"] in page
+    assert measured.profile.name in page
+    assert "gloo" in page
+    for name in measured.metrics:
+        assert f"<th>{name}</th>" in page
+    assert "10.0%" in page  # prediction_error, formatted as a percentage
+    assert "4 MiB" in page  # the size param, as the learner typed it
+
+
+def test_html_escapes_every_hostile_string(measured: session.Outcome, tmp_path: Path) -> None:
+    assert measured.measured is not None
+    spans = list(measured.measured.spans)
+    spans[0] = dataclasses.replace(spans[0], label=HOSTILE, kind="<b>kind</b>")
+    hostile = dataclasses.replace(
+        measured,
+        measured=Timeline(spans, marks=[Mark(t=0.0, kind="failure", label=HOSTILE)]),
+        params={**measured.params, "note": HOSTILE, HOSTILE: 1},
+        metrics={**measured.metrics, HOSTILE: HOSTILE},
+        backend=HOSTILE,
+    )
+    out = tmp_path / "hostile.html"
+    write_html(hostile, out)
+    page = out.read_text(encoding="utf-8")
+    assert HOSTILE not in page
+    assert "<b>kind</b>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    # Inside the figure too: escaped before plotly sees it, since hover text renders HTML.
+    texts = [text for trace in _figure_data(page) for text in trace.get("hovertext", [])]
+    texts += [text for trace in _figure_data(page) for text in trace.get("text", [])]
+    texts += [trace["name"] for trace in _figure_data(page)]
+    assert any("&lt;script&gt;" in t for t in texts)
+    assert not any("<script" in t for t in texts)
+
+
+def test_html_predict_only_has_one_row(predicted: session.Outcome, tmp_path: Path) -> None:
+    out = tmp_path / "predict.html"
+    write_html(predicted, out)
+    page = out.read_text(encoding="utf-8")
+    data = _figure_data(page)
+    assert {t.get("yaxis", "y") for t in data} == {"y"}
+    assert sum(len(t["x"]) for t in data if t["type"] == "bar") == len(predicted.predicted.spans)
+    assert "measured (" not in page
+
+
+# -- Chrome trace -----------------------------------------------------------------------
+
+
+def test_trace_structure_and_counts(measured: session.Outcome, tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    write_trace(measured, out)
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert doc["displayTimeUnit"] == "ms"
+    events = doc["traceEvents"]
+    complete = [e for e in events if e["ph"] == "X"]
+    assert measured.measured is not None
+    assert len(complete) == len(measured.measured.spans) + len(measured.predicted.spans)
+    for e in complete:
+        assert e["pid"] in (1, 2)
+        assert isinstance(e["ts"], int | float) and e["ts"] >= 0
+        assert e["dur"] >= 0
+        assert isinstance(e["tid"], int) and e["name"] and e["cat"]
+    assert Counter(e["pid"] for e in complete) == {
+        1: len(measured.measured.spans),
+        2: len(measured.predicted.spans),
+    }
+    meta = {(e["pid"], e["tid"], e["name"]): e["args"] for e in events if e["ph"] == "M"}
+    assert meta[(1, 0, "process_name")] == {"name": "measured"}
+    assert meta[(2, 0, "process_name")] == {"name": "predicted"}
+    for pid in (1, 2):
+        for rank in range(4):
+            assert meta[(pid, rank, "thread_name")] == {"name": f"rank {rank}"}
+    instants = [e for e in events if e["ph"] == "i"]
+    assert sorted(e["name"] for e in instants) == ["ckpt 1", "rank 2 killed"]
+    assert {e["s"] for e in instants} == {"p", "t"}
+
+
+def test_trace_span_fields_in_microseconds(measured: session.Outcome) -> None:
+    span = measured.predicted.spans[-1]
+    (event,) = [
+        e
+        for e in trace_events(measured)["traceEvents"]
+        if e["ph"] == "X" and e["pid"] == 2 and e["args"].get("action_id") == span.action_id
+    ]
+    assert event["name"] == span.label and event["cat"] == span.kind and event["tid"] == span.rank
+    assert event["ts"] == pytest.approx(span.start * 1e6, abs=1e-3)
+    assert event["dur"] == pytest.approx(span.duration * 1e6, abs=1e-3)
+    expected_args = {
+        k: v
+        for k, v in span.to_dict().items()
+        if k not in ("rank", "kind", "label", "start", "end")
+    }
+    assert event["args"] == expected_args
+    # A measured span carries its prediction and the error against it.
+    measured_event = next(
+        e
+        for e in trace_events(measured)["traceEvents"]
+        if e["ph"] == "X" and e["pid"] == 1 and e["dur"] > 0
+    )
+    assert measured_event["args"]["prediction_error"] == pytest.approx(0.1 / 1.1, rel=1e-4)
+
+
+def test_trace_predict_only(predicted: session.Outcome) -> None:
+    events = trace_events(predicted)["traceEvents"]
+    assert {e["pid"] for e in events} == {2}
+    assert sum(e["ph"] == "X" for e in events) == len(predicted.predicted.spans)
+
+
+# -- both -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("write", [write_html, write_trace], ids=["html", "trace"])
+def test_writes_are_atomic(
+    write: Any, measured: session.Outcome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure mid-write leaves no file, or the old one untouched, and no temp file."""
+    fresh, existing = tmp_path / "fresh.out", tmp_path / "existing.out"
+    existing.write_text("old")
+
+    def fail(fd: int) -> None:  # runs after the data is written, before the rename
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", fail)
+    for target in (fresh, existing):
+        with pytest.raises(OSError, match="disk full"):
+            write(measured, target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing.out"]
+    assert existing.read_text() == "old"
+
+
+def test_exports_never_import_torch() -> None:
+    code = (
+        "import sys, playground.export.html, playground.export.chrome_trace; "
+        "sys.exit('torch' in sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[1])
