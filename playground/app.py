@@ -1,0 +1,64 @@
+"""The terminal app a learner gets by typing `playground`.
+
+The top of DESIGN.md's picture (`playground/`: app, screens, widgets). The app
+owns the state every screen shares, the learner's `language`, and binds it
+down into each screen; screens post messages up (`HomeScreen.LessonChosen`) and
+the app decides what to show. One file per screen under playground.screens,
+the styles in the sibling app.tcss.
+
+It must paint its first frame fast and survive anything a rank does, so it
+imports textual, the i18n catalog and scenario definitions only: never torch,
+never a rank module (runtime.worker, runtime.comm, scenarios.*_rank).
+"""
+
+from __future__ import annotations
+
+from textual.app import App
+from textual.reactive import reactive
+from textual.screen import Screen
+
+from playground.i18n import LANGUAGES, default_language, t
+from playground.screens import BilingualBindings, bilingual
+from playground.screens.home import HomeScreen
+from playground.screens.lesson import LessonScreen
+from scenarios.registry import get_scenario
+
+
+class PlaygroundApp(BilingualBindings, App[None]):
+    """Home screen with the unit's lessons; each built lesson opens its own screen."""
+
+    CSS_PATH = "app.tcss"
+    # The command palette speaks English only; the course speaks Spanish first.
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS = [
+        *bilingual("l", "toggle_language", "app.language"),
+        *bilingual("q", "quit", "app.quit"),
+    ]
+
+    language: reactive[str] = reactive("en")
+
+    def __init__(self, language: str | None = None) -> None:
+        super().__init__()
+        # set_reactive: no watcher before the app runs, so the title is set here too.
+        language = language or default_language()
+        self.set_reactive(PlaygroundApp.language, language)
+        self.title = t("app.title", language)
+
+    def get_default_screen(self) -> Screen[None]:
+        return HomeScreen().data_bind(PlaygroundApp.language)
+
+    def watch_language(self, language: str) -> None:
+        self.title = t("app.title", language)
+        # The footer asks check_action again: the other language's bindings show now.
+        self.refresh_bindings()
+
+    def action_toggle_language(self) -> None:
+        self.language = LANGUAGES[(LANGUAGES.index(self.language) + 1) % len(LANGUAGES)]
+
+    def on_home_screen_lesson_chosen(self, message: HomeScreen.LessonChosen) -> None:
+        screen = LessonScreen(get_scenario(message.scenario))
+        self.push_screen(screen.data_bind(PlaygroundApp.language))
+
+
+if __name__ == "__main__":
+    PlaygroundApp().run()
