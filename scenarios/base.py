@@ -171,9 +171,7 @@ class Scenario:
             raise ParamError(
                 f"unknown parameter {unknown[0]!r} for {self.name}; allowed: {', '.join(names)}"
             )
-        values = {
-            p.name: p.parse(raw.get(p.name, p.default), mode) for p in self.params
-        }
+        values = {p.name: p.parse(raw.get(p.name, p.default), mode) for p in self.params}
         self.check(values, mode)
         return values
 
