@@ -18,6 +18,7 @@ Pure: stdlib only.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from runtime.formulas import even_split
 from runtime.program import Action
@@ -87,11 +88,17 @@ def ring_all_reduce(
 
 
 def _binomial(
-    group: Sequence[int], nbytes: int, *, root: int, phase: str, prefix: str, step: int | None
+    group: Sequence[int],
+    nbytes: int,
+    *,
+    phase: str,
+    root: int | None = None,
+    prefix: str = "",
+    step: int | None = None,
 ) -> dict[int, list[Action]]:
     """Binomial tree over virtual ranks vr = (position - root position) mod n (MPICH's)."""
     n = len(group)
-    root_pos = list(group).index(root)
+    root_pos = 0 if root is None else list(group).index(root)
     out: dict[int, list[Action]] = {r: [] for r in group}
 
     def real(vr: int) -> int:
@@ -150,40 +157,14 @@ def _binomial(
     return out
 
 
-def tree_broadcast(
-    group: Sequence[int],
-    nbytes: int,
-    *,
-    root: int | None = None,
-    prefix: str = "",
-    step: int | None = None,
-) -> dict[int, list[Action]]:
-    return _binomial(
-        group,
-        nbytes,
-        root=group[0] if root is None else root,
-        phase="broadcast",
-        prefix=prefix,
-        step=step,
-    )
+def tree_broadcast(group: Sequence[int], nbytes: int, **kw: Any) -> dict[int, list[Action]]:
+    """Binomial-tree broadcast from `root` (default: the group's first rank)."""
+    return _binomial(group, nbytes, phase="broadcast", **kw)
 
 
-def tree_reduce(
-    group: Sequence[int],
-    nbytes: int,
-    *,
-    root: int | None = None,
-    prefix: str = "",
-    step: int | None = None,
-) -> dict[int, list[Action]]:
-    return _binomial(
-        group,
-        nbytes,
-        root=group[0] if root is None else root,
-        phase="reduce",
-        prefix=prefix,
-        step=step,
-    )
+def tree_reduce(group: Sequence[int], nbytes: int, **kw: Any) -> dict[int, list[Action]]:
+    """Binomial-tree sum to `root` (default: the group's first rank)."""
+    return _binomial(group, nbytes, phase="reduce", **kw)
 
 
 def tree_all_reduce(

@@ -32,10 +32,6 @@ def _alive(pids: list[int]) -> list[int]:
     return alive
 
 
-def _rank_pids(messages: list[tuple]) -> list[int]:
-    return [m[2] for m in messages if m[0] == "pid"]
-
-
 def test_a_raising_rank_is_named() -> None:
     with pytest.raises(RunFailed) as info:
         launch(LaunchSpec("rank_jobs:raise_on_rank_one", {}, 3))
