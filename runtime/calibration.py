@@ -1,10 +1,9 @@
 """Calibration: measure alpha, beta, gamma on this machine and cache them.
 
 `playground calibrate` (and `playground run` on first use) launches the ranks
-with the `calibrate` job (runtime.calibration_rank): every rank exchanges
-messages of several sizes with both ring neighbours at once, exactly the
-traffic pattern of a ring step, so the fit includes what sharing the CPU cores
-costs at this world size. Then it times a reduction (a += b) with every rank
+with the `calibrate` job (runtime.calibration_rank): every rank runs the steps
+of a hand-made ring (all-gather) with chunks of several sizes, all ranks at
+once, so the fit includes what sharing the CPU cores costs at this world size. Then it times a reduction (a += b) with every rank
 doing it at once. The parent fits t = alpha + S·beta by least squares on the
 slowest rank's median per size; gamma = the slowest rank's median reduce time
 per byte.
@@ -31,8 +30,7 @@ from runtime.files import write_text_atomic
 
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
 REDUCE_BYTES = 4 * 2**20
-REPS = 7
-STEPS = 6  # exchanges timed back to back per sample
+REPS = 9
 
 
 def cache_dir() -> Path:

@@ -1,6 +1,10 @@
-"""Rank side of calibration: time ring-neighbour exchanges and a reduction, all ranks at once.
+"""Rank side of calibration: time ring steps and a reduction, all ranks at once.
 
 The `calibrate` job of runtime.worker; runtime.calibration fits the numbers.
+The ring steps are the very Actions and executor the hand-made ring uses
+(runtime.collectives + runtime.comm, receives pre-posted), run as an
+all-gather so no reduction mixes into the transfer time: what is fitted is
+what a step of the lesson costs on this machine at this world size.
 
 Engine part: imports torch, only inside rank processes.
 """
@@ -13,33 +17,28 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from runtime.calibration import REDUCE_BYTES, REPS, SIZES, STEPS
-
-
-def _exchange(send: torch.Tensor, recv: torch.Tensor, right: int, left: int) -> None:
-    requests = [dist.isend(send, right), dist.irecv(recv, left)]
-    for request in requests:
-        request.wait()
+from runtime import collectives
+from runtime.calibration import REDUCE_BYTES, REPS, SIZES
+from runtime.comm import Comm
 
 
 def run_rank(ctx: Any) -> dict[str, Any]:
     n, rank = ctx.world_size, ctx.rank
-    right, left = (rank + 1) % n, (rank - 1) % n
+    group = list(range(n))
+    comm = Comm()
     timings: dict[str, list[float]] = {}
     for size in SIZES:
-        send = torch.ones(size // 4, dtype=torch.float32)
-        recv = torch.empty_like(send)
+        # Each step moves one chunk of `size` bytes to the right neighbour.
+        buffer = torch.ones(size // 4 * n, dtype=torch.float32)
+        steps = collectives.ring_all_gather(group, buffer.numel(), 4)[rank]
         for _ in range(2):
-            _exchange(send, recv, right, left)
+            comm.run(steps, buffer)
         samples = []
         for _ in range(REPS):
-            # Back-to-back exchanges, as the steps of a ring follow each other: the
-            # per-step cost at steady state, including waiting for a descheduled peer.
             dist.barrier()
             start = time.perf_counter()
-            for _ in range(STEPS):
-                _exchange(send, recv, right, left)
-            samples.append((time.perf_counter() - start) / STEPS)
+            comm.run(steps, buffer)
+            samples.append((time.perf_counter() - start) / len(steps))
         timings[str(size)] = samples
     a = torch.ones(REDUCE_BYTES // 4, dtype=torch.float32)
     b = torch.ones_like(a)
