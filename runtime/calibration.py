@@ -8,8 +8,9 @@ doing it at once. The parent fits t = alpha + S·beta by least squares on the
 slowest rank's median per size; gamma = the slowest rank's median reduce time
 per byte.
 
-The cache is one JSON file, keyed by host, backend, world size and torch
-version: a calibration is only valid where and how it was measured.
+The cache is one JSON file, keyed by host, backend, world size, torch version
+and the version of this method: a calibration is only valid where and how it
+was measured.
 
 Pure: stdlib only (torch's version is read from package metadata).
 """
@@ -28,6 +29,8 @@ from typing import Any
 from runtime.costmodel import CostModel
 from runtime.files import write_text_atomic
 
+# Bumped whenever the measurement changes, so an old cache is never reused.
+METHOD_VERSION = 2
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
 REDUCE_BYTES = 4 * 2**20
 REPS = 9
@@ -59,7 +62,9 @@ def backend_hint(requested: str) -> str:
 
 
 def cache_key(backend: str, world_size: int, host: str | None = None) -> str:
-    return f"{host or socket.gethostname()}|{backend}|{world_size}|{torch_version()}"
+    return (
+        f"{host or socket.gethostname()}|{backend}|{world_size}|{torch_version()}|v{METHOD_VERSION}"
+    )
 
 
 def _load_cache() -> dict[str, Any]:
@@ -84,12 +89,17 @@ def lookup(backend: str, world_size: int, *, nearest: bool = False) -> CostModel
         return CostModel.from_dict(exact)
     if not nearest:
         return None
-    prefix = cache_key(backend, 0).rsplit("|", 2)[0]
+    host, be, _, version, method = cache_key(backend, 0).split("|")
     candidates = []
     for key, value in data.items():
-        host, be, world, version = key.split("|")
-        if f"{host}|{be}" == prefix and version == torch_version():
-            candidates.append((abs(int(world) - world_size), int(world), value))
+        parts = key.split("|")
+        if len(parts) == 5 and (parts[0], parts[1], parts[3], parts[4]) == (
+            host,
+            be,
+            version,
+            method,
+        ):
+            candidates.append((abs(int(parts[2]) - world_size), int(parts[2]), value))
     if not candidates:
         return None
     _, world, value = min(candidates)
