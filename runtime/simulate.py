@@ -76,7 +76,7 @@ def simulate(program: Program, model: CostModel, *, busy_ranks: int | None = Non
     spans: list[Span] = []
     mailbox: dict[tuple[int, int], deque[float]] = defaultdict(deque)
     link_free: dict[tuple[int, int], float] = defaultdict(float)
-    own_delivery: dict[int, float] = {}  # sendrecv whose send part is already posted
+    posted: set[int] = set()  # ranks whose current sendrecv has already sent its part
     collective_seq: dict[tuple[int, int], int] = defaultdict(int)
     arrivals: dict[tuple[int, int], dict[int, float]] = defaultdict(dict)
     registered: dict[int, tuple[int, int]] = {}
@@ -145,13 +145,14 @@ def simulate(program: Program, model: CostModel, *, busy_ranks: int | None = Non
             finish(action, t, end)
             return True
         if action.kind == "sendrecv":
-            if rank not in own_delivery:
-                own_delivery[rank] = post(rank, action.dst, action.bytes, t)
+            if rank not in posted:
+                post(rank, action.dst, action.bytes, t)
+                posted.add(rank)
             box = mailbox[(action.src, rank)]
             if not box:
                 return True  # posted its send: progress, even though it now waits
             arrive = box.popleft()
-            own_delivery.pop(rank)
+            posted.discard(rank)
             done = max(t, arrive)
             end = done + (model.gamma * action.recv_bytes if action.reduce else 0.0)
             finish(action, t, end)
@@ -166,9 +167,9 @@ def simulate(program: Program, model: CostModel, *, busy_ranks: int | None = Non
         progressed = False
         # Earliest clock first keeps link order causal when several ranks share a link.
         for rank in sorted(pending, key=lambda r: clock[r]):
-            before = (pc[rank], rank in registered, rank in own_delivery)
+            before = (pc[rank], rank in registered, rank in posted)
             try_step(rank)
-            if (pc[rank], rank in registered, rank in own_delivery) != before:
+            if (pc[rank], rank in registered, rank in posted) != before:
                 progressed = True
         if not progressed:
             raise DeadlockError(
