@@ -23,7 +23,7 @@ import json
 import sys
 from typing import NoReturn
 
-from playground.formatting import format_metric
+from playground.formatting import metric_lines
 from playground.i18n import t
 from playground.session import Outcome, UsageError
 from runtime.units import format_seconds
@@ -245,10 +245,12 @@ def _report(outcome: Outcome, args: argparse.Namespace) -> int:
             f"{outcome.scenario.name} · {t('cli.ranks')} {world} · {t('cli.profile')} {outcome.profile.name}"
             + (f" · {t('cli.backend')} {outcome.backend}" if outcome.backend else "")
         )
-        print(f"{t('cli.params')}: " + ", ".join(f"{k}={v}" for k, v in outcome.params.items()))
-        width = max(len(k) for k in outcome.metrics)
-        for name, value in outcome.metrics.items():
-            print(f"  {name:<{width}}  {format_metric(name, value)}")
+        print(
+            f"{t('cli.params')}: "
+            + ", ".join(f"{k}={_param_text(v)}" for k, v in outcome.params.items())
+        )
+        for line in metric_lines(outcome.metrics):
+            print(line)
         if outcome.run_dir:
             print(t("cli.run_dir", path=outcome.run_dir))
     for path in (args.export, args.trace):
@@ -274,6 +276,13 @@ COMMANDS = {
     "replay": cmd_replay,
     "calibrate": cmd_calibrate,
 }
+
+
+def _param_text(value: object) -> str:
+    """A parameter as the user would type it back: lists as comma lists."""
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
 
 
 def main(argv: list[str] | None = None) -> int:

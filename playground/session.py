@@ -25,7 +25,7 @@ from runtime.faults import parse_fault
 from runtime.launch import LaunchResult, LaunchSpec, launch
 from runtime.profiles import PROFILES, get_profile
 from runtime.simulate import simulate
-from runtime.trace import Mark, Span, Timeline
+from runtime.trace import Counter, Mark, Span, Timeline
 from scenarios.base import ParamError, Scenario
 from scenarios.registry import get_scenario
 
@@ -90,6 +90,7 @@ def predict(
 ) -> Outcome:
     scenario, params = resolve(name, raw, "predict")
     model = select_model(hardware, backend, scenario.world_size(params), nearest=True)
+    model = scenario.prepare_model(params, model)
     predicted = simulate(scenario.build(params), model)
     return Outcome(scenario, params, model, predicted, metrics=scenario.metrics(params, predicted))
 
@@ -130,6 +131,7 @@ def run(
             if on_calibrate is not None:
                 on_calibrate(world)
             model = calibrate(world, backend)
+    model = scenario.prepare_model(params, model)
     predicted = simulate(scenario.build(params), model)
     result = launch(
         LaunchSpec(name, params, world, backend=backend, faults=parsed_faults, stream=stream),
@@ -140,7 +142,11 @@ def run(
 
 
 def _outcome(scenario, params, model, predicted, result: LaunchResult) -> Outcome:
-    measured = Timeline(spans=result.spans)
+    measured = Timeline(spans=result.spans, counters=result.counters)
+    # Scenarios that calibrate inside the run (pipeline stage costs) refine the model.
+    refined = scenario.prepare_model(params, model, result.rank_results)
+    if refined is not model:
+        model, predicted = refined, simulate(scenario.build(params), refined)
     metrics = scenario.metrics(params, predicted, measured, result.rank_results)
     return Outcome(
         scenario, params, model, predicted, measured, metrics, result.backend, str(result.run_dir)
@@ -165,6 +171,7 @@ def replay(path: str | Path) -> Outcome:
     if "measured" in doc:
         measured = Timeline(
             [Span.from_dict(s) for s in doc["measured"]],
+            counters=[Counter(**c) for c in doc.get("counters", [])],
             marks=[Mark(**m) for m in doc.get("marks", [])],
         )
     return Outcome(
@@ -186,17 +193,25 @@ def _replay_dir(path: Path) -> Outcome:
     scenario, params = resolve(meta["scenario"], meta["params"], "run")
     results = []
     spans: list[Span] = []
+    counters: list[Counter] = []
     for rank in range(meta["world_size"]):
         rank_file = path / f"rank{rank}.json"
         if not rank_file.exists():
             raise UsageError(f"{path} lacks {rank_file.name}: rank {rank} did not finish")
         result = json.loads(rank_file.read_text())["result"]
         spans.extend(Span.from_dict(s) for s in result.pop("spans", []))
+        counters.extend(Counter(**c) for c in result.pop("counters", []))
         results.append(result)
     world = meta["world_size"]
     model = calibration.lookup(meta["backend"], world, nearest=True) or PROFILES["cpu-default"]
+    model = scenario.prepare_model(params, model)
     predicted = simulate(scenario.build(params), model)
     launched = LaunchResult(
-        sorted(spans, key=lambda s: (s.start, s.rank)), results, meta["backend"], path, 0.0
+        sorted(spans, key=lambda s: (s.start, s.rank)),
+        results,
+        meta["backend"],
+        path,
+        0.0,
+        sorted(counters, key=lambda c: (c.t, c.rank)),
     )
     return _outcome(scenario, params, model, predicted, launched)

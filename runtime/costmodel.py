@@ -9,11 +9,18 @@ Links: ranks on the same node (`ranks_per_node`, None = all on one) use
 alpha/beta; ranks on different nodes use inter_alpha/inter_beta. A collective
 is limited by the slowest link its group crosses.
 
+Compute: `compute[cost_key] * work` seconds. A pipeline stage's key such as
+"F.s3" falls back to its family ("F") scaled by the action's `fraction` arg
+(the share of the full model that stage holds), then to `flops / flops_per_s`.
+
 Cores: when `cores` is set, the ranks share that many CPU cores (the
-playground's CPU runs: four ranks on two cores). Compute then runs
-`max(1, busy_ranks / cores)` times slower; the simulator passes how many ranks
-share the machine. Communication on loopback also burns CPU, which calibration
-captures by measuring with all ranks exchanging at once at the same world size.
+playground's CPU runs: four ranks on two cores). The simulator shares them
+dynamically (processor sharing): while k ranks compute, each gets
+`core_share(k) = min(1, cores / k)` of a core, so a rank computing alone (a
+pipeline's warm-up) runs at full speed and four ranks on two cores at half.
+compute_time is the duration with a core to itself. Communication on loopback
+also burns CPU, which calibration captures by measuring with all ranks
+exchanging at once at the same world size.
 
 Pure: stdlib only.
 """
@@ -68,6 +75,9 @@ class CostModel:
         key = action.cost_key or action.kind
         if key in self.compute:
             base = self.compute[key] * action.work
+        elif (family := key.split(".", 1)[0]) != key and family in self.compute:
+            # A stage of a split model ("F.s3") costs its share of the full one.
+            base = self.compute[family] * action.arg("fraction", action.work)
         else:
             flops = action.arg("flops")
             if flops is None or not self.flops_per_s:
@@ -75,10 +85,11 @@ class CostModel:
             base = flops / self.flops_per_s * action.work
         return base * max(1.0, sharing)
 
-    def sharing(self, busy_ranks: int) -> float:
-        if self.cores is None or self.cores <= 0:
+    def core_share(self, computing: int) -> float:
+        """The fraction of a core each of `computing` ranks gets (1.0 without `cores`)."""
+        if self.cores is None or self.cores <= 0 or computing <= self.cores:
             return 1.0
-        return max(1.0, busy_ranks / self.cores)
+        return self.cores / computing
 
     # -- collectives -----------------------------------------------------------
     def collective_time(self, action: Action) -> float:

@@ -104,3 +104,38 @@ def even_split(total: int, parts: int) -> list[int]:
     """
     base, extra = divmod(total, parts)
     return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+# -- pipeline schedules (REFERENCES.md, "Pipeline schedules") ---------------------
+def pipeline_makespan(
+    schedule: str, p: int, m: int, v: int = 1, f: float = 1.0, b: float = 2.0, w: float = 0.0
+) -> float:
+    """Textbook makespan with per-full-stage costs F, B (= input + weight grad) and,
+    for zb-h1, the weight-grad part W of B. Communication is free."""
+    if schedule in ("gpipe", "1f1b"):
+        return (m + p - 1) * (f + b)
+    if schedule == "interleaved":
+        return m * (f + b) + (p - 1) * (f + b) / v
+    if schedule == "zb-h1":
+        bi = b - w
+        return m * (f + b) + (p - 1) * (f + bi - w)
+    raise KeyError(schedule)
+
+
+def pipeline_bubble_fraction(
+    schedule: str, p: int, m: int, v: int = 1, f: float = 1.0, b: float = 2.0, w: float = 0.0
+) -> float:
+    """Idle share of the makespan on each rank: 1 - m(F + B) / makespan.
+
+    GPipe and 1F1B: (p - 1)/(m + p - 1); interleaved: the bubble (p - 1)(F + B)
+    shrinks v times; zb-h1 with F = Bi = W: (p - 1)/(3m + p - 1)."""
+    makespan = pipeline_makespan(schedule, p, m, v, f, b, w)
+    return 1.0 - m * (f + b) / makespan
+
+
+def gpt_parameter_count(vocab: int, seq: int, hidden: int, layers: int) -> int:
+    """Parameters of MiniGPT (runtime.models): embeddings, blocks with biases, final
+    LayerNorm and an untied head without bias. Per block: 12h² + 13h."""
+    h = hidden
+    block = 12 * h * h + 13 * h
+    return vocab * h + seq * h + layers * block + 2 * h + h * vocab

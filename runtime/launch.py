@@ -7,7 +7,8 @@ code by name inside the child.
 - spawn context; one one-way pipe per rank (a rank killed mid-write can only
   break its own pipe, never the others' channel, as a shared Queue's lock would);
 - rendezvous on 127.0.0.1 at a free port unless the caller asks for a host;
-- every message from a rank (`ready`, `span`, `heartbeat`, `done`, `error`) is
+- every message from a rank (`ready`, `records` (spans and counters, batched),
+  `heartbeat`, `done`, `error`) is
   handed to `on_message` as it arrives, so a UI can draw spans live;
 - failure detection: a rank process that exits without `done` (SIGKILL, crash,
   exception) is seen at once through its sentinel; a rank whose heartbeat stops
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.trace import Span
+from runtime.trace import Counter, Span
 
 LOOPBACK = "127.0.0.1"
 
@@ -80,6 +81,7 @@ class LaunchResult:
     backend: str
     run_dir: Path
     wall_s: float
+    counters: list[Counter] = field(default_factory=list)
 
 
 def prepare() -> None:
@@ -170,6 +172,7 @@ def launch(
 def _supervise(spec, procs, conns, run_dir, on_message, cancel, started) -> LaunchResult:
     n = spec.world_size
     spans: list[Span] = []
+    counters: list[Counter] = []
     results: list[dict[str, Any] | None] = [None] * n
     last_beat = [time.monotonic()] * n
     beating = [False] * n
@@ -185,13 +188,15 @@ def _supervise(spec, procs, conns, run_dir, on_message, cancel, started) -> Laun
         kind = msg[0]
         last_beat[rank] = time.monotonic()
         beating[rank] = True
-        if kind == "span":
-            spans.append(Span.from_dict(msg[2]))
+        if kind == "records":
+            spans.extend(Span.from_dict(s) for s in msg[2])
+            counters.extend(Counter(**c) for c in msg[3])
         elif kind == "ready":
             backend = msg[2]
         elif kind == "done":
             result = msg[2]
             spans.extend(Span.from_dict(s) for s in result.pop("spans", []))
+            counters.extend(Counter(**c) for c in result.pop("counters", []))
             results[rank] = result
         elif kind == "error":
             errors[rank] = msg[2]
@@ -232,6 +237,7 @@ def _supervise(spec, procs, conns, run_dir, on_message, cancel, started) -> Laun
                 backend=backend,
                 run_dir=run_dir,
                 wall_s=time.monotonic() - started,
+                counters=sorted(counters, key=lambda c: (c.t, c.rank)),
             )
         if (dead or hung or errors) and first_failure is None:
             first_failure = now

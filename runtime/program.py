@@ -8,7 +8,10 @@ keyed by the Action's id, so measured and predicted timelines pair one to one.
 
 Point-to-point messages are matched the way MPI and NCCL match them: the k-th
 send from rank a to rank b pairs with the k-th receive on b from a (the
-non-overtaking rule), so a Program needs no explicit tags. Collectives are
+non-overtaking rule), so most Programs need no tags; a Program that sends two
+kinds of message between the same two ranks in the same direction puts them
+on separate channels with a `tag` arg (pipelines: activations of different
+stage boundaries), and pairing is then per (src, dst, tag). Collectives are
 matched by order within their group, as NCCL requires every member to issue
 the group's collectives in the same order.
 
@@ -80,6 +83,12 @@ class Action:
     @property
     def is_compute(self) -> bool:
         return not (self.is_p2p or self.is_collective)
+
+    @property
+    def tag(self) -> int:
+        """The message channel (as in MPI and gloo tags): messages pair in order per
+        (src, dst, tag); 0 unless the Program separates channels."""
+        return int(self.arg("tag", 0))
 
     @property
     def peer(self) -> int | None:
@@ -167,10 +176,10 @@ class Program:
                 f"program has {len(self.ranks)} rank lists for world size {self.world_size}"
             )
         seen: set[str] = set()
-        sent: _Count[tuple[int, int]] = _Count()
-        received: _Count[tuple[int, int]] = _Count()
-        sent_bytes: dict[tuple[int, int], list[int]] = {}
-        recv_bytes: dict[tuple[int, int], list[int]] = {}
+        sent: _Count[tuple[int, int, int]] = _Count()
+        received: _Count[tuple[int, int, int]] = _Count()
+        sent_bytes: dict[tuple[int, int, int], list[int]] = {}
+        recv_bytes: dict[tuple[int, int, int], list[int]] = {}
         for rank, actions in enumerate(self.ranks):
             for action in actions:
                 if action.rank != rank:
@@ -194,21 +203,21 @@ class Program:
                 if action.is_collective and (not action.group or rank not in action.group):
                     raise ProgramError(f"collective {action.id} on rank {rank} is not in its group")
                 for dst, nbytes in action.sends():
-                    sent[(rank, dst)] += 1
-                    sent_bytes.setdefault((rank, dst), []).append(nbytes)
+                    sent[(rank, dst, action.tag)] += 1
+                    sent_bytes.setdefault((rank, dst, action.tag), []).append(nbytes)
                 for src, nbytes in action.receives():
-                    received[(src, rank)] += 1
-                    recv_bytes.setdefault((src, rank), []).append(nbytes)
+                    received[(src, rank, action.tag)] += 1
+                    recv_bytes.setdefault((src, rank, action.tag), []).append(nbytes)
         for pair in sorted(set(sent) | set(received)):
+            a, b, tag = pair
+            channel = f" on tag {tag}" if tag else ""
             if sent[pair] != received[pair]:
-                a, b = pair
                 raise ProgramError(
-                    f"rank {a} sends {sent[pair]} message(s) to rank {b} but rank {b} receives {received[pair]}"
+                    f"rank {a} sends {sent[pair]} message(s) to rank {b}{channel} but rank {b} receives {received[pair]}"
                 )
             if sent_bytes.get(pair) != recv_bytes.get(pair):
-                a, b = pair
                 raise ProgramError(
-                    f"message sizes from rank {a} to rank {b} differ between send and recv"
+                    f"message sizes from rank {a} to rank {b}{channel} differ between send and recv"
                 )
 
     def to_table(self) -> str:

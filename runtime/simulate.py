@@ -4,13 +4,31 @@ The second engine of DESIGN.md's picture. It emits one Span per Action with the
 same action ids the real engine uses, so a predicted timeline pairs with the
 measured one action by action.
 
+It is a discrete-event simulation with one global clock. Each rank starts its
+next action at the instant its previous one ends; events (a rank becoming
+free, a compute finishing) are processed in time order, earliest first.
+
 Semantics (the same ones the real engine implements in runtime.worker):
-- compute: takes CostModel.compute_time, slowed by core sharing when the ranks
-  outnumber the CPU cores.
+- compute: CostModel.compute_time is its base duration, the time it takes with
+  a core to itself. When the model has a core count (`cores`), the computing
+  ranks share those cores as processor sharing: at any instant, if k ranks are
+  computing, each progresses at min(1, cores/k) of its base speed, and the
+  rates change whenever a compute starts or ends anywhere. A static slow-down
+  by world size / cores would be wrong wherever ranks idle: in a pipeline's
+  warm-up only the first stage computes, at full speed, while in its steady
+  state all stages compete for the cores. Ranks waiting on communication do
+  not count as computing (calibration folds the CPU that loopback traffic
+  burns into alpha and beta). Without a core count every compute runs at its
+  base speed.
 - send: blocking, like `send` (or `isend` then `wait`): the message occupies
   the directed link (src, dst) for alpha + S·beta, one message after another,
   and the sender is free when its message is delivered. It never waits for
-  the receiver to post its recv (gloo and NCCL buffer the message).
+  the receiver to post its recv (gloo and NCCL buffer the message). A send
+  with the `nonblocking` arg is an `isend` whose wait comes later: the sender
+  goes on at once and the message still takes the link as above (pipelines).
+- messages pair in order per channel (src, dst, tag), the `tag` arg being 0
+  unless a Program separates channels (see runtime.program); all channels
+  from src to dst share the one link.
 - recv: completes when its message has arrived (plus gamma per byte when it
   reduces what it received).
 - sendrecv: a ring step; posts its message (eager, on the link as above) and
@@ -20,6 +38,11 @@ Semantics (the same ones the real engine implements in runtime.worker):
   own arrival, so waiting for a late rank shows up as time in the collective,
   as it does when measured.
 
+Communication is costed the moment it is posted: a message's arrival time is
+known when it is sent, so a waiting receiver's end is fixed then and there.
+Only compute needs the global clock, because its speed depends on who else is
+computing meanwhile.
+
 When no rank can move and some are not finished, the Program is deadlocked:
 DeadlockError names each stuck rank, its action and what it waits for.
 
@@ -28,12 +51,19 @@ Pure: stdlib only.
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections import defaultdict, deque
 from dataclasses import dataclass
 
 from runtime.costmodel import CostModel
 from runtime.program import Action, Program, ProgramError
 from runtime.trace import Span, Timeline
+
+# Compute jobs whose finish tags differ by less than this (relative) end together:
+# tags reached by different sums of the same durations can differ in the last
+# bits, and an extra event a few ulps later would only split one instant in two.
+_TIE = 1e-12
 
 
 @dataclass(frozen=True)
@@ -63,20 +93,84 @@ def span_for(action: Action, start: float, end: float) -> Span:
     )
 
 
-def simulate(program: Program, model: CostModel, *, busy_ranks: int | None = None) -> Timeline:
-    """Run `program` on a virtual clock; return the predicted Timeline.
+class _CoreSharing:
+    """Compute actions sharing the model's CPU cores (egalitarian processor sharing).
 
-    `busy_ranks` is how many ranks compete for the CPU cores (default: the
-    world size) when the model has a core count.
+    Every computing rank progresses at the same rate, CostModel.core_share(k)
+    = min(1, cores/k) while k of them compute. So rather than decrementing
+    each one's remaining work at every event, we keep one work clock
+    `work_done`, the integral of that rate over time: a compute of base length
+    w started when the clock read V ends when it reads V + w, its tag. Computes therefore end in tag order (a heap), an event costs
+    O(log k), and computes with equal tags end at the same instant exactly.
     """
+
+    def __init__(self, model: CostModel) -> None:
+        self.model = model
+        self.now = 0.0
+        self.work_done = 0.0
+        # (tag, rank, start, action); a rank runs one compute at a time, so
+        # (tag, rank) is unique and the Action is never compared.
+        self.jobs: list[tuple[float, int, float, Action]] = []
+
+    def rate(self) -> float:
+        return self.model.core_share(len(self.jobs))
+
+    def advance(self, t: float) -> None:
+        """Move the clock to `t`, crediting the computes in flight."""
+        if t > self.now:
+            if self.jobs:
+                self.work_done += self.rate() * (t - self.now)
+            self.now = t
+
+    def start(self, action: Action, base: float, t: float) -> None:
+        self.advance(t)
+        heapq.heappush(self.jobs, (self.work_done + base, action.rank, t, action))
+
+    def next_end(self) -> float:
+        if not self.jobs:
+            return math.inf
+        left = self.jobs[0][0] - self.work_done
+        # An advance may land a rounding error short of (or past) a tag: that
+        # compute is due now, not a few ulps later as an event of its own.
+        if left <= _TIE * abs(self.work_done):
+            return self.now
+        return self.now + left / self.rate()
+
+    def pop_ended(self) -> list[tuple[float, Action]]:
+        """Advance to the next compute end; return (start, action) of all ending then."""
+        end = self.next_end()
+        tag = self.jobs[0][0]
+        # Land exactly on the tag and time rather than on rate·dt sums, so the
+        # finishing jobs leave no residue that would need another event.
+        self.now = end
+        self.work_done = max(self.work_done, tag)
+        limit = self.work_done + _TIE * abs(self.work_done)
+        ended = []
+        while self.jobs and self.jobs[0][0] <= limit:
+            _, _, start, action = heapq.heappop(self.jobs)
+            ended.append((start, action))
+        return ended
+
+
+def simulate(program: Program, model: CostModel) -> Timeline:
+    """Run `program` on a virtual clock; return the predicted Timeline."""
     n = program.world_size
-    sharing = model.sharing(busy_ranks if busy_ranks is not None else n)
+    ranks = program.ranks
     pc = [0] * n
-    clock = [0.0] * n
     spans: list[Span] = []
-    mailbox: dict[tuple[int, int], deque[float]] = defaultdict(deque)
+    # When each rank is free to start its next action: (time, rank). A rank has
+    # at most one entry, and ties go to the lower rank, so runs are deterministic.
+    ready: list[tuple[float, int]] = [(0.0, r) for r in range(n) if ranks[r]]
+    heapq.heapify(ready)
+    # Without a core count every compute runs at base speed and ends where it
+    # starts plus its duration, exactly, with no sharing bookkeeping.
+    sharing = _CoreSharing(model) if model.cores is not None and model.cores > 0 else None
+
+    # Arrival times of the messages posted on each channel (src, dst, tag).
+    mailbox: dict[tuple[int, int, int], deque[float]] = defaultdict(deque)
     link_free: dict[tuple[int, int], float] = defaultdict(float)
-    posted: set[int] = set()  # ranks whose current sendrecv has already sent its part
+    # channel -> the recv or sendrecv that dst is blocked in, and when it began.
+    waiting: dict[tuple[int, int, int], tuple[Action, float]] = {}
     collective_seq: dict[tuple[int, int], int] = defaultdict(int)
     arrivals: dict[tuple[int, int], dict[int, float]] = defaultdict(dict)
     registered: dict[int, tuple[int, int]] = {}
@@ -92,35 +186,62 @@ def simulate(program: Program, model: CostModel, *, busy_ranks: int | None = Non
             gid = group_ids[id(group)] = distinct_groups.setdefault(group, len(distinct_groups))
         return gid
 
-    def post(src: int, dst: int, nbytes: int, t: float) -> float:
+    def finish(action: Action, start: float, end: float) -> None:
+        rank = action.rank
+        spans.append(span_for(action, start, end))
+        pc[rank] += 1
+        if pc[rank] < len(ranks[rank]):
+            heapq.heappush(ready, (end, rank))
+
+    def receive(action: Action, start: float, arrive: float) -> None:
+        nbytes = action.recv_bytes if action.kind == "sendrecv" else action.bytes
+        finish(action, start, max(start, arrive) + (model.gamma * nbytes if action.reduce else 0.0))
+
+    def post(action: Action, t: float) -> float:
+        # Only src posts on (src, dst), in its program order, so the link queue
+        # is in program order however the events of other ranks interleave.
+        src, dst = action.rank, action.dst
         alpha, beta = model.link(src, dst)
         leave = max(t, link_free[(src, dst)])
-        arrive = leave + alpha + nbytes * beta
+        arrive = leave + alpha + action.bytes * beta
         link_free[(src, dst)] = arrive
-        mailbox[(src, dst)].append(arrive)
+        channel = (src, dst, action.arg("tag", 0))
+        mailbox[channel].append(arrive)
+        blocked = waiting.pop(channel, None)
+        if blocked is not None:
+            receive(blocked[0], blocked[1], mailbox[channel].popleft())
         return arrive
 
-    def finish(action: Action, start: float, end: float) -> None:
-        spans.append(span_for(action, start, end))
-        clock[action.rank] = end
-        pc[action.rank] += 1
+    def take(action: Action, t: float) -> None:
+        channel = (action.src, action.rank, action.arg("tag", 0))
+        box = mailbox[channel]
+        if box:
+            receive(action, t, box.popleft())
+        else:
+            waiting[channel] = (action, t)
 
-    def try_step(rank: int) -> bool:
-        action = program.ranks[rank][pc[rank]]
-        t = clock[rank]
-        if action.is_collective:
-            group = action.group or ()
+    def start(rank: int, t: float) -> None:
+        action = ranks[rank][pc[rank]]
+        kind = action.kind
+        if kind == "send":
+            arrive = post(action, t)
+            finish(action, t, t if action.arg("nonblocking", False) else arrive)
+        elif kind == "recv":
+            take(action, t)
+        elif kind == "sendrecv":
+            post(action, t)
+            take(action, t)
+        elif action.is_collective:
             gid = group_key(action)
-            if rank not in registered:
-                key = (gid, collective_seq[(rank, gid)])
-                collective_seq[(rank, gid)] += 1
-                registered[rank] = key
-                arrivals[key][rank] = t
-            key = registered[rank]
+            key = (gid, collective_seq[(rank, gid)])
+            collective_seq[(rank, gid)] += 1
+            registered[rank] = key
             members = arrivals[key]
+            members[rank] = t
+            group = action.group or ()
             if len(members) < len(group):
-                return False
-            heads = [program.ranks[m][pc[m]] for m in group]
+                return
+            heads = [ranks[m][pc[m]] for m in group]
             kinds = {(h.kind, h.bytes) for h in heads}
             if len(kinds) != 1:
                 raise ProgramError(
@@ -128,57 +249,44 @@ def simulate(program: Program, model: CostModel, *, busy_ranks: int | None = Non
                     + ", ".join(f"rank {h.rank}: {h.kind} {h.bytes}B ({h.id})" for h in heads)
                 )
             end = max(members.values()) + model.collective_time(action)
+            del arrivals[key]
             for head in heads:
                 registered.pop(head.rank)
                 finish(head, members[head.rank], end)
-            del arrivals[key]
-            return True
-        if action.kind == "send":
-            finish(action, t, post(rank, action.dst, action.bytes, t))
-            return True
-        if action.kind == "recv":
-            box = mailbox[(action.src, rank)]
-            if not box:
-                return False
-            arrive = box.popleft()
-            end = max(t, arrive) + (model.gamma * action.bytes if action.reduce else 0.0)
-            finish(action, t, end)
-            return True
-        if action.kind == "sendrecv":
-            if rank not in posted:
-                post(rank, action.dst, action.bytes, t)
-                posted.add(rank)
-            box = mailbox[(action.src, rank)]
-            if not box:
-                return True  # posted its send: progress, even though it now waits
-            arrive = box.popleft()
-            posted.discard(rank)
-            done = max(t, arrive)
-            end = done + (model.gamma * action.recv_bytes if action.reduce else 0.0)
-            finish(action, t, end)
-            return True
-        finish(action, t, t + model.compute_time(action, sharing))
-        return True
+        elif sharing is None:
+            finish(action, t, t + model.compute_time(action))
+        else:
+            sharing.start(action, model.compute_time(action), t)
 
     while True:
-        pending = [r for r in range(n) if pc[r] < len(program.ranks[r])]
-        if not pending:
+        compute_end = sharing.next_end() if sharing is not None else math.inf
+        # Computes ending at the same instant as a rank becomes free end first:
+        # the order does not change any rate, as no time passes in between.
+        if ready and ready[0][0] < compute_end:
+            t, rank = heapq.heappop(ready)
+            if sharing is not None:
+                sharing.advance(t)
+            start(rank, t)
+        elif compute_end < math.inf:
+            assert sharing is not None
+            for begun, action in sharing.pop_ended():
+                finish(action, begun, sharing.now)
+        else:
             break
-        progressed = False
-        # Earliest clock first keeps link order causal when several ranks share a link.
-        for rank in sorted(pending, key=lambda r: clock[r]):
-            before = (pc[rank], rank in registered, rank in posted)
-            try_step(rank)
-            if (pc[rank], rank in registered, rank in posted) != before:
-                progressed = True
-        if not progressed:
-            raise DeadlockError(
-                [_why_stuck(program, r, pc[r], registered, arrivals) for r in pending]
-            )
+
+    stuck = [r for r in range(n) if pc[r] < len(ranks[r])]
+    if stuck:
+        raise DeadlockError([_why_stuck(program, r, pc[r], registered, arrivals) for r in stuck])
     return Timeline(spans=spans)
 
 
-def _why_stuck(program: Program, rank: int, pc: int, registered, arrivals) -> StuckRank:
+def _why_stuck(
+    program: Program,
+    rank: int,
+    pc: int,
+    registered: dict[int, tuple[int, int]],
+    arrivals: dict[tuple[int, int], dict[int, float]],
+) -> StuckRank:
     action = program.ranks[rank][pc]
     if action.is_collective:
         key = registered.get(rank)
@@ -188,5 +296,9 @@ def _why_stuck(program: Program, rank: int, pc: int, registered, arrivals) -> St
             rank, action.id, f"{action.kind} with rank(s) {missing}, which never arrive"
         )
     if action.kind in ("recv", "sendrecv"):
-        return StuckRank(rank, action.id, f"a message from rank {action.src} that is never sent")
+        tag = action.arg("tag", 0)
+        channel = f" on tag {tag}" if tag else ""
+        return StuckRank(
+            rank, action.id, f"a message from rank {action.src}{channel} that is never sent"
+        )
     return StuckRank(rank, action.id, "nothing (internal error)")

@@ -10,8 +10,9 @@ The real engine of DESIGN.md's picture. Two ways in, one rank code:
   rank writes its spans and results to DIR (read back by `playground replay`).
 
 Every rank builds the same Program from the same params (it is pure data), runs
-its own list with the scenario's rank handler, and reports per action
-(`span`) and at the end (`done` with the handler's result dict).
+its own list with the scenario's rank handler, and reports its Spans and
+Counters (memory, microbatches in flight) in batches every 50 ms (`records`)
+and at the end (`done` with the handler's result dict).
 
 Time zero is rank 0's CLOCK_MONOTONIC reading when all ranks left the start
 barrier (perf_counter_ns is CLOCK_MONOTONIC on Linux, shared by the processes
@@ -43,11 +44,13 @@ import torch.distributed as dist
 from runtime.files import write_text_atomic
 from runtime.program import Action, Program
 from runtime.simulate import span_for
+from runtime.trace import Counter
 
 JOBS = {"calibrate": "runtime.calibration_rank:run_rank"}
 # Scenarios are plug-ins the runtime loads by name: the layer above (scenarios/)
 # depends on runtime, never the other way round (DESIGN.md's layer rule).
 SCENARIO_REGISTRY = "scenarios.registry"
+STREAM_INTERVAL_S = 0.05
 
 
 class RankContext:
@@ -79,6 +82,8 @@ class RankContext:
         self._channel = channel
         self.t0_ns = time.perf_counter_ns()
         self.spans: list[dict[str, Any]] = []
+        self.counters: list[dict[str, Any]] = []
+        self._last_flush_ns = time.perf_counter_ns()
 
     @property
     def actions(self) -> list[Action]:
@@ -98,10 +103,29 @@ class RankContext:
         span = span_for(
             action, (start_ns - self.t0_ns) / 1e9, (end_ns - self.t0_ns) / 1e9
         ).to_dict()
+        self.spans.append(span)
         if self._stream:
-            self._emit(("span", self.rank, span))
-        else:
-            self.spans.append(span)
+            self._flush_soon()
+
+    def sample(self, category: str, value: float) -> None:
+        """A Counter sample now (memory in bytes, microbatches in flight, ...)."""
+        counter = Counter(self.rank, category, self.now(), float(value)).to_dict()
+        self.counters.append(counter)
+        if self._stream:
+            self._flush_soon()
+
+    def _flush_soon(self) -> None:
+        # Batches of records, at most STREAM_INTERVAL_S old: one message per span
+        # would wake the parent (which shares the cores) hundreds of times a second.
+        if time.perf_counter_ns() - self._last_flush_ns >= STREAM_INTERVAL_S * 1e9:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send the records not yet streamed to the parent."""
+        if self._stream and (self.spans or self.counters):
+            self._emit(("records", self.rank, self.spans, self.counters))
+            self.spans, self.counters = [], []
+        self._last_flush_ns = time.perf_counter_ns()
 
     def execute(self, actions: Iterable[Action], handler: Callable[[Action], None]) -> None:
         """Run each action with `handler`, timing it into a Span."""
@@ -188,10 +212,12 @@ def run_rank(
         channel=channel,
     )
     result = _load(entry)(ctx) or {}
+    ctx.flush()
     result.setdefault("backend", backend)
     result["torch_version"] = torch.__version__
     if not stream:
         result["spans"] = ctx.spans
+        result["counters"] = ctx.counters
     return result
 
 
@@ -247,6 +273,7 @@ def torchrun_main(argv: list[str] | None = None) -> int:
 
     rank = int(os.environ["RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
+    importlib.import_module("runtime.bootstrap").keep_freed_memory()
     registry = importlib.import_module(SCENARIO_REGISTRY)
     base = importlib.import_module("scenarios.base")
     try:

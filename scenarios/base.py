@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from runtime.costmodel import CostModel
 from runtime.program import Program
 from runtime.trace import Timeline
 from runtime.units import format_bytes, parse_bytes, parse_duration
@@ -183,6 +184,16 @@ class Scenario:
 
     def build(self, params: dict[str, Any]) -> Program:
         raise NotImplementedError
+
+    def prepare_model(
+        self,
+        params: dict[str, Any],
+        model: CostModel,
+        rank_results: list[dict[str, Any]] | None = None,
+    ) -> CostModel:
+        """The cost model to simulate with: `model` itself unless the scenario adds
+        compute costs (estimated before a run, measured by the ranks after it)."""
+        return model
 
     def metrics(
         self,

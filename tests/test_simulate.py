@@ -123,13 +123,169 @@ def test_validate_rejects_duplicate_ids_and_bad_peers() -> None:
         program.validate()
 
 
-def test_core_sharing_slows_compute() -> None:
-    program = Program(4)
-    for rank in range(4):
-        program.add(Action(f"f@{rank}", rank, "F", cost_key="F"))
-    shared = CostModel("cpu", 0, 0, 0, compute={"F": 1.0}, cores=2)
-    assert simulate(program, shared).makespan == 2.0
-    assert simulate(program, get_profile("unit")).makespan == 1.0
+# -- core sharing (processor sharing of CostModel.cores) ---------------------------
+def cpu_model(cores: int | None, alpha: float = 0.0) -> CostModel:
+    return CostModel("cpu", alpha, 0.0, 0.0, compute={"F": 1.0}, cores=cores)
+
+
+def computes(n: int, work: float = 1.0) -> Program:
+    program = Program(n)
+    for rank in range(n):
+        program.add(Action(f"f@{rank}", rank, "F", cost_key="F", work=work))
+    return program
+
+
+def test_two_ranks_on_one_core_take_twice_as_long() -> None:
+    spans = simulate(computes(2), cpu_model(1)).by_action()
+    assert spans["f@0"].end == 2.0 and spans["f@1"].end == 2.0
+
+
+@pytest.mark.parametrize(("n", "end"), [(4, 2.0), (2, 1.0), (1, 1.0), (3, 1.5)])
+def test_ranks_share_two_cores(n: int, end: float) -> None:
+    spans = simulate(computes(n), cpu_model(2)).spans
+    assert [s.end for s in spans] == [pytest.approx(end)] * n
+    assert simulate(computes(n), get_profile("unit")).makespan == 1.0
+
+
+def staggered(first_work: float) -> Program:
+    """Rank 0 computes from 0; rank 1 waits for rank 2's message (arrives at 1), then computes 1."""
+    program = Program(3)
+    program.add(Action("f@0", 0, "F", cost_key="F", work=first_work))
+    program.add(Action("send@2", 2, "send", dst=1, bytes=8))
+    program.add(Action("recv@1", 1, "recv", src=2, bytes=8))
+    program.add(Action("f@1", 1, "F", cost_key="F"))
+    program.validate()
+    return program
+
+
+def test_sharing_starts_when_the_second_rank_starts_computing() -> None:
+    spans = simulate(staggered(2.0), cpu_model(1, alpha=1.0)).by_action()
+    assert spans["recv@1"].start == 0.0 and spans["recv@1"].end == 1.0
+    # 0..1 rank 0 alone: 1 unit done. 1..3 both at half speed: 1 more unit each.
+    assert spans["f@1"].start == 1.0
+    assert spans["f@1"].end == pytest.approx(3.0)
+    assert spans["f@0"].end == pytest.approx(3.0)
+
+
+def test_a_rank_speeds_up_when_the_other_stops_computing() -> None:
+    spans = simulate(staggered(3.0), cpu_model(1, alpha=1.0)).by_action()
+    # 0..1 rank 0 alone (1 unit), 1..3 halves (1 unit each, rank 1 done),
+    # 3..4 rank 0 alone again for its last unit.
+    assert spans["f@1"].end == pytest.approx(3.0)
+    assert spans["f@0"].end == pytest.approx(4.0)
+    # A static factor (3 ranks on 1 core) would say 9 and 4.
+    assert simulate(staggered(3.0), cpu_model(None, alpha=1.0)).by_action()["f@0"].end == 3.0
+
+
+def test_computes_due_at_the_same_instant_end_together() -> None:
+    """0.2 + 0.1 != 0.3 in floating point; the two computes still end at one instant."""
+    program = Program(3)
+    program.add(Action("f@0", 0, "F", cost_key="F", work=0.3))
+    program.add(Action("send@2", 2, "send", dst=1, bytes=0))
+    program.add(Action("recv@1", 1, "recv", src=2, bytes=0))
+    program.add(Action("f@1", 1, "F", cost_key="F", work=0.1))
+    spans = simulate(program, cpu_model(1, alpha=0.2)).by_action()
+    assert spans["f@0"].end == spans["f@1"].end == pytest.approx(0.4)
+
+
+def test_deadlock_with_cores_names_only_the_stuck_ranks() -> None:
+    program = Program(3)
+    program.add(Action("f@0", 0, "F", cost_key="F"))
+    program.add(Action("r@0", 0, "recv", src=1, bytes=8))
+    program.add(Action("s@0", 0, "send", dst=1, bytes=8))
+    program.add(Action("r@1", 1, "recv", src=0, bytes=8))
+    program.add(Action("s@1", 1, "send", dst=0, bytes=8))
+    program.add(Action("f@2", 2, "F", cost_key="F"))
+    program.validate()
+    with pytest.raises(DeadlockError) as info:
+        simulate(program, cpu_model(1))
+    assert {s.rank for s in info.value.stuck} == {0, 1}
+    assert "rank 0 at r@0" in str(info.value) and "rank 1 at r@1" in str(info.value)
+
+
+def chain(costs: list[float], m: int) -> Program:
+    """A forward-only pipeline: per microbatch, recv from r-1, compute, send to r+1."""
+    p = len(costs)
+    program = Program(p)
+    for mb in range(m):
+        for r in range(p):
+            if r > 0:
+                program.add(Action(f"r{r}.{mb}", r, "recv", src=r - 1, bytes=8))
+            program.add(Action(f"f{r}.{mb}", r, "F", cost_key="F", work=costs[r]))
+            if r < p - 1:
+                program.add(Action(f"s{r}.{mb}", r, "send", dst=r + 1, bytes=8))
+    program.validate()
+    return program
+
+
+def test_pipeline_warm_up_runs_at_full_speed() -> None:
+    # p=4 ranks, m=8, F=1, 2 cores, free communication. Every rank starts its
+    # microbatch at the same instant, so the run is a sequence of phases, each
+    # as long as the rate allows: 1 rank (1), 2 ranks (1), 3 ranks (1.5),
+    # 4 ranks (2) five times, then 3 (1.5), 2 (1), 1 (1): 17.
+    assert simulate(chain([1.0] * 4, 8), cpu_model(2)).makespan == pytest.approx(17.0)
+    # No sharing: (m + p - 1)·F; a static factor p/cores would double it to 22.
+    assert simulate(chain([1.0] * 4, 8), cpu_model(None)).makespan == 11.0
+
+
+def time_sliced_chain(costs: list[float], m: int, cores: int, dt: float) -> list[float]:
+    """Each rank's end time, by fixed time steps: an independent reference."""
+    p = len(costs)
+    done = [0] * p  # microbatches finished per rank
+    arrived = [0] * p  # microbatches delivered to each rank
+    arrived[0] = m
+    left: list[float | None] = [None] * p  # remaining work of the compute in flight
+    ends = [0.0] * p
+    t = 0.0
+    while min(done) < m:
+        for r in range(p):  # instantaneous steps: finish, send, take the next microbatch
+            if left[r] is not None and left[r] <= 1e-12:
+                left[r] = None
+                done[r] += 1
+                ends[r] = t
+                if r + 1 < p:
+                    arrived[r + 1] += 1
+        for r in range(p):
+            if left[r] is None and done[r] < m and arrived[r] > done[r]:
+                left[r] = costs[r]
+        busy = [r for r in range(p) if left[r] is not None]
+        if not busy:
+            break
+        rate = min(1.0, cores / len(busy))
+        for r in busy:
+            left[r] = max(0.0, left[r] - rate * dt)
+        t += dt
+    return ends
+
+
+@pytest.mark.parametrize(
+    ("costs", "cores"),
+    [([1.0, 1.0, 1.0, 1.0], 2), ([1.0, 0.5, 1.5, 0.75], 2), ([0.3, 1.2, 0.7], 1)],
+)
+def test_pipeline_matches_a_time_sliced_reference(costs: list[float], cores: int) -> None:
+    m, dt = 8, 1e-3
+    timeline = simulate(chain(costs, m), cpu_model(cores))
+    ends = [max(s.end for s in timeline.spans if s.rank == r) for r in range(len(costs))]
+    reference = time_sliced_chain(costs, m, cores, dt)
+    # The reference notices each end up to one step late, along a chain of < 4m events.
+    assert ends == [pytest.approx(e, abs=4 * m * dt) for e in reference]
+
+
+# -- compute costs -------------------------------------------------------------------
+def test_stage_keys_fall_back_to_their_family() -> None:
+    model = CostModel("m", 0, 0, 0, compute={"F": 2.0, "B.s1": 7.0}, flops_per_s=1e12)
+    quarter = Action("f", 0, "F", cost_key="F.s3", args=(("fraction", 0.25),))
+    assert model.compute_time(quarter) == 0.5
+    assert model.compute_time(Action("f", 0, "F", cost_key="F.s3", work=0.5)) == 1.0
+    # An exact entry wins over the family.
+    assert model.compute_time(Action("b", 0, "B", cost_key="B.s1", work=2.0)) == 14.0
+    # No family entry: flops, then nothing.
+    flops = Action("b", 0, "B", cost_key="B.s2", args=(("flops", 3e12),))
+    assert model.compute_time(flops) == 3.0
+    with pytest.raises(KeyError, match="B.s2"):
+        model.compute_time(Action("b", 0, "B", cost_key="B.s2"))
+    with pytest.raises(KeyError):
+        CostModel("m", 0, 0, 0, compute={"F": 1.0}).compute_time(Action("x", 0, "X", cost_key="Fx"))
 
 
 def test_spans_pair_one_to_one_with_actions() -> None:

@@ -65,6 +65,9 @@ KIND_COLORS: dict[str, str] = {
     "broadcast": "#FABFD2",
     "barrier": "#BAB0AC",
 }
+# Idle time of a pipeline rank (its share of the bubble): pale, drawn under the bars.
+IDLE_COLOR = "rgba(160, 160, 160, 0.28)"
+PIPELINE_COMPUTE = frozenset({"F", "B", "W"})
 # Kinds a future lesson invents get a colour from here, chosen by a stable hash
 # of the name (crc32, not hash(): that is salted per process) so it never changes.
 _EXTRA_COLORS = ("#17BECF", "#BCBD22", "#8C564B", "#9467BD", "#7F7F7F", "#2CA02C")
@@ -130,6 +133,28 @@ def build_figure(outcome: Outcome) -> go.Figure:
         by_kind: dict[str, list[Span]] = defaultdict(list)
         for span in timeline.spans:
             by_kind[span.kind].append(span)
+        idle = bubble_intervals(timeline)
+        if idle:
+            fig.add_trace(
+                go.Bar(
+                    orientation="h",
+                    name="idle (bubble)",
+                    legendgroup="idle",
+                    showlegend="idle" not in in_legend,
+                    marker={"color": IDLE_COLOR, "line": {"width": 0}},
+                    y=[f"rank {rank}" for rank, _, _ in idle],
+                    base=[start * scale for _, start, _ in idle],
+                    x=[(end - start) * scale for _, start, end in idle],
+                    hovertext=[
+                        f"idle on rank {rank}: {format_seconds(end - start)}"
+                        for rank, start, end in idle
+                    ],
+                    hovertemplate="%{hovertext}<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
+            in_legend.add("idle")
         for kind in _kind_order(by_kind):
             spans = by_kind[kind]
             fig.add_trace(
@@ -177,6 +202,36 @@ def build_figure(outcome: Outcome) -> go.Figure:
         template="plotly_white",
     )
     return fig
+
+
+def bubble_intervals(timeline: Timeline) -> list[tuple[int, float, float]]:
+    """(rank, start, end) of the time a pipeline rank computes nothing (F/B/W) while
+    its schedule runs: the bubble, shaded so the eye finds it. Schedules that ran
+    one after the other (ids "<schedule>/...") each get their own window."""
+    windows: dict[str, list[float]] = {}
+    busy: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
+    for span in timeline.spans:
+        if span.kind == "barrier":
+            continue
+        group = (span.action_id or "").split("/", 1)[0] if "/" in (span.action_id or "") else ""
+        window = windows.setdefault(group, [span.start, span.end])
+        window[0], window[1] = min(window[0], span.start), max(window[1], span.end)
+        if span.kind in PIPELINE_COMPUTE:
+            busy[(group, span.rank)].append((span.start, span.end))
+    if not busy:
+        return []
+    ranks = timeline.ranks()
+    out = []
+    for group, (lo, hi) in windows.items():
+        for rank in ranks:
+            cursor = lo
+            for start, end in sorted(busy.get((group, rank), [])):
+                if start > cursor:
+                    out.append((rank, cursor, start))
+                cursor = max(cursor, end)
+            if hi > cursor:
+                out.append((rank, cursor, hi))
+    return out
 
 
 def _time_unit(end: float) -> tuple[str, float]:
@@ -299,16 +354,29 @@ def _format_param(kind: str | None, value: Any) -> str:
         return format_bytes(value)
     if kind == "duration" and isinstance(value, int | float):
         return format_seconds(value)
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
     return str(value)
 
 
 def _metrics_html(metrics: dict[str, Any]) -> str:
-    rows = "".join(
-        f'<tr><th>{escape(str(name))}</th><td title="{escape(_exact(value))}">'
-        f"{escape(format_metric(str(name), value))}</td></tr>"
-        for name, value in metrics.items()
-    )
-    return f'<table class="metrics"><caption>metrics</caption>{rows}</table>'
+    """One table; a group of metrics (one per schedule, say) as a header row, then its rows."""
+
+    def rows(group: dict[str, Any], depth: int) -> str:
+        out = []
+        pad = f' style="padding-left: {depth * 1.2}em"' if depth else ""
+        for name, value in group.items():
+            if isinstance(value, dict):
+                out.append(f'<tr class="group"><th colspan="2"{pad}>{escape(str(name))}</th></tr>')
+                out.append(rows(value, depth + 1))
+            else:
+                out.append(
+                    f'<tr><th{pad}>{escape(str(name))}</th><td title="{escape(_exact(value))}">'
+                    f"{escape(format_metric(str(name), value))}</td></tr>"
+                )
+        return "".join(out)
+
+    return f'<table class="metrics"><caption>metrics</caption>{rows(metrics, 0)}</table>'
 
 
 def _exact(value: Any) -> str:
@@ -340,6 +408,7 @@ caption {{ text-align: left; font-weight: bold; padding-bottom: 0.3em; }}
 th, td {{ text-align: left; padding: 0.15em 1em 0.15em 0; border-bottom: 1px solid #eee; }}
 th {{ font-weight: normal; color: #555; font-family: ui-monospace, monospace; }}
 td {{ font-variant-numeric: tabular-nums; }}
+tr.group th {{ font-weight: bold; color: #222; padding-top: 0.6em; }}
 </style>
 </head>
 <body>
