@@ -294,10 +294,14 @@ SCENARIO = Pipeline(
                 "es": "La etapa s no puede empezar el microlote j hasta que la etapa s−1 lo termina. Al "
                 "principio las etapas finales esperan (llenado) y al final esperan las primeras "
                 "(vaciado). GPipe hace todos los forward y luego todos los backward: cada rango queda "
-                "ocioso p−1 veces (F+B).",
+                "ocioso p−1 veces (F+B). En esta máquina cuatro rangos comparten dos núcleos: mientras un "
+                "rango espera, los otros usan su núcleo, así que la burbuja cuesta menos tiempo que en "
+                "GPUs dedicadas; la predicción reparte los núcleos igual.",
                 "en": "Stage s cannot start microbatch j until stage s−1 has finished it. At the start "
                 "the last stages wait (fill), at the end the first ones do (drain). GPipe runs every "
-                "forward, then every backward: each rank sits idle for p−1 times (F+B).",
+                "forward, then every backward: each rank sits idle for p−1 times (F+B). On this machine four "
+                "ranks share two cores: while one rank waits, the others use its core, so the bubble "
+                "costs less time than on dedicated GPUs; the prediction shares the cores the same way.",
             },
             formula="T = (m + p − 1)(F + B) ;  bubble = (p − 1)/(m + p − 1)",
             metric="bubble_fraction_measured",
