@@ -13,7 +13,10 @@ never a rank module (runtime.worker, runtime.comm, scenarios.*_rank).
 
 from __future__ import annotations
 
+from functools import partial
+
 from textual.app import App
+from textual.command import Hit, Hits, Provider
 from textual.reactive import reactive
 from textual.screen import Screen
 
@@ -21,15 +24,39 @@ from playground.i18n import LANGUAGES, default_language, t
 from playground.screens import BilingualBindings, bilingual
 from playground.screens.home import HomeScreen
 from playground.screens.lesson import LessonScreen
-from scenarios.registry import get_scenario
+from scenarios.registry import get_scenario, lessons
+
+
+class LessonCommands(Provider):
+    """Command palette entries: one per built lesson, matched on its scenario name
+    and on its title in both languages."""
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        app = self.app
+        assert isinstance(app, PlaygroundApp)
+        for info in lessons():
+            if not info.available:
+                continue
+            title = info.title[app.language]
+            text = f"{t('app.palette_open', app.language)}: {info.scenario} · {title}"
+            score = max(matcher.match(f"{info.scenario} {title}"), matcher.match(info.title["en"]))
+            if score > 0:
+                yield Hit(
+                    score,
+                    matcher.highlight(text),
+                    partial(app.open_lesson, info.scenario),
+                    help=info.summary[app.language],
+                )
 
 
 class PlaygroundApp(BilingualBindings, App[None]):
     """Home screen with the unit's lessons; each built lesson opens its own screen."""
 
     CSS_PATH = "app.tcss"
-    # The command palette speaks English only; the course speaks Spanish first.
-    ENABLE_COMMAND_PALETTE = False
+    # The palette (ctrl+p) finds lessons by scenario name or title, in either language.
+    COMMANDS = {LessonCommands}
+    COMMAND_PALETTE_BINDING = "ctrl+p"
     BINDINGS = [
         *bilingual("l", "toggle_language", "app.language"),
         *bilingual("q", "quit", "app.quit"),
@@ -56,7 +83,10 @@ class PlaygroundApp(BilingualBindings, App[None]):
         self.language = LANGUAGES[(LANGUAGES.index(self.language) + 1) % len(LANGUAGES)]
 
     def on_home_screen_lesson_chosen(self, message: HomeScreen.LessonChosen) -> None:
-        screen = LessonScreen(get_scenario(message.scenario))
+        self.open_lesson(message.scenario)
+
+    def open_lesson(self, name: str) -> None:
+        screen = LessonScreen(get_scenario(name))
         self.push_screen(screen.data_bind(PlaygroundApp.language))
 
 

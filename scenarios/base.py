@@ -204,6 +204,13 @@ class Scenario:
     ) -> dict[str, Any]:
         raise NotImplementedError
 
+    def memory_rows(
+        self, params: dict[str, Any], metrics: dict[str, Any]
+    ) -> list[tuple[str, int, bool, dict[str, float]]]:
+        """Bars for the app's memory panel: (group, rank, predicted?, bytes by category),
+        category among params, grads, optimizer, activations, buffers. None by default."""
+        return []
+
     def step_for_phase(self, phase: str | None) -> NarrativeStep | None:
         for step in self.narrative:
             if phase in step.phases:

@@ -23,7 +23,7 @@ from typing import Any
 
 from runtime import formulas, schedules
 from runtime.costmodel import CostModel
-from runtime.program import Program
+from runtime.program import Action, Program
 from runtime.schedules import Shape
 from runtime.trace import Span, Timeline
 from scenarios.base import NarrativeStep, Param, ParamError, Scenario
@@ -117,6 +117,32 @@ class Pipeline(Scenario):
             return model
         return replace(model, compute={**model.compute, **self.estimated_costs(params, model)})
 
+    def activation_bytes_per_stage(
+        self, shape: Shape, rank_results: list[dict[str, Any]]
+    ) -> dict[int, float]:
+        """Bytes one microbatch's forward keeps for backward, per stage, as the ranks
+        measured them alone (the prediction multiplies them by what is in flight)."""
+        out = {}
+        for result in rank_results:
+            for stage in range(shape.virtual_stages):
+                key = schedules.cost_key("act_bytes", stage, shape)
+                if key in result.get("compute_costs", {}):
+                    out[stage] = result["compute_costs"][key]
+        return out
+
+    def memory_rows(self, params: dict[str, Any], metrics: dict[str, Any]) -> list[tuple]:
+        rows = []
+        for schedule in metrics.get("schedules", []):
+            m = metrics.get(schedule, {})
+            measured = m.get("peak_activation_bytes")
+            predicted = m.get("peak_activation_bytes_predicted")
+            for rank in range(params["stages"]):
+                if measured:
+                    rows.append((schedule, rank, False, {"activations": measured[rank]}))
+                if predicted:
+                    rows.append((schedule, rank, True, {"activations": predicted[rank]}))
+        return rows
+
     def activation_bytes(self, params: dict[str, Any]) -> int:
         return params["microbatch_size"] * params["seq"] * params["hidden"] * FP32
 
@@ -184,6 +210,11 @@ class Pipeline(Scenario):
                 )
                 m["bubble_fraction_measured"] = _bubble(meas, shape.stages)
             if rank_results:
+                per_microbatch = self.activation_bytes_per_stage(shape, rank_results)
+                if per_microbatch:
+                    m["peak_activation_bytes_predicted"] = _predicted_activation_peaks(
+                        per_rank, per_microbatch
+                    )
                 mine = [r["schedules"][schedule] for r in rank_results]
                 m["peak_inflight_microbatches"] = [r["peak_inflight"] for r in mine]
                 m["peak_activation_bytes"] = [r["peak_activation_bytes"] for r in mine]
@@ -197,6 +228,26 @@ class Pipeline(Scenario):
                 )
             out[schedule] = m
         return out
+
+
+def _predicted_activation_peaks(
+    per_rank: list[list[Action]], per_microbatch: dict[int, float]
+) -> list[float]:
+    """Per rank, the largest sum over held (stage, microbatch) of one microbatch's
+    activation bytes on that stage, walking the rank's actions in order."""
+    peaks = []
+    for actions in per_rank:
+        release = "W" if any(a.kind == "W" for a in actions) else "B"
+        held = peak = 0.0
+        for action in actions:
+            stage_bytes = per_microbatch.get(action.stage or 0, 0.0)
+            if action.kind == "F":
+                held += stage_bytes
+                peak = max(peak, held)
+            elif action.kind == release:
+                held -= stage_bytes
+        peaks.append(peak)
+    return peaks
 
 
 def _spans_of(timeline: Timeline, schedule: str) -> list[Span]:

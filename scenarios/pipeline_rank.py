@@ -74,6 +74,7 @@ def stage_costs(
     mb = 0
     shape = (*executor.inputs[mb].shape, hidden)
     samples: dict[str, list[float]] = {"F": [], "B": [], "Bi": [], "W": []}
+    held_bytes: list[int] = []  # what one microbatch's forward keeps for backward
 
     def timed(kind: str, action: Action) -> None:
         start = clock()
@@ -86,6 +87,7 @@ def stage_costs(
                 executor.arrived[(stage, mb)] = torch.randn(shape)
             common = dict(id="calibration", rank=0, stage=stage, microbatch=mb)
             timed("F", Action(kind="F", args=(("split", split),), **common))
+            held_bytes.append(executor.held[(stage, mb)].bytes())
             if not last:
                 executor.grad_arrived[(stage, mb)] = torch.randn(shape)
             timed("Bi" if split else "B", Action(kind="B", args=(("split", split),), **common))
@@ -95,7 +97,9 @@ def stage_costs(
         if rep == 0:
             for values in samples.values():
                 values.clear()
-    return {cost_key(kind, stage, stages): statistics.median(v) for kind, v in samples.items()}
+    costs = {cost_key(kind, stage, stages): statistics.median(v) for kind, v in samples.items()}
+    costs[cost_key("act_bytes", stage, stages)] = float(max(held_bytes))
+    return costs
 
 
 def p2p_seconds(ctx: Any, nbytes: int, reps: int = 10) -> float | None:
