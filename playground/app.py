@@ -24,6 +24,7 @@ from playground.i18n import LANGUAGES, default_language, t
 from playground.screens import BilingualBindings, bilingual
 from playground.screens.home import HomeScreen
 from playground.screens.lesson import LessonScreen
+from runtime.launch import prepare
 from scenarios.registry import get_scenario, lessons
 
 
@@ -66,6 +67,9 @@ class PlaygroundApp(BilingualBindings, App[None]):
 
     def __init__(self, language: str | None = None) -> None:
         super().__init__()
+        # Before Textual replaces sys.stderr (DESIGN.md): the resource tracker that
+        # spawned ranks need must start now, or launching fails later.
+        prepare()
         # set_reactive: no watcher before the app runs, so the title is set here too.
         language = language or default_language()
         self.set_reactive(PlaygroundApp.language, language)

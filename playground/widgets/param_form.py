@@ -20,6 +20,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Label, Select, Static
 
+from runtime.units import format_bytes
 from scenarios.base import Mode, Param, ParamError, Scenario
 
 
@@ -128,7 +129,11 @@ class ParamForm(VerticalScroll):
         self.validate_form()
 
     def set_value(self, name: str, value: Any) -> None:
+        """Show `value` as the learner would type it (sizes with their unit)."""
         widget = self.query_one(f"#param-{name}")
+        kind = next((p.kind for p in self.scenario.params if p.name == name), None)
+        if kind == "bytes" and isinstance(value, int):
+            value = format_bytes(value).replace(" ", "")
         if isinstance(widget, Select):
             widget.value = str(value)
         elif isinstance(widget, Input):

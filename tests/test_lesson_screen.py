@@ -1,0 +1,233 @@
+"""The lesson screen, driven like a learner would (Pilot), on real runs.
+
+Covers issue 3's list: open a lesson, an invalid param refused inline, a real
+2-rank ring run whose spans arrive while it runs, stepping the cursor through
+the narrative, the measured/predicted toggle, the language switch, export,
+cancelling a run (every rank gone), a failed run (a rank killed), and the
+snapshots of a finished run and of the memory bars (replayed from saved runs,
+so they are stable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from test_cli import processes_with
+from textual.widgets import Button, Static
+
+from playground.app import PlaygroundApp
+from playground.screens.lesson import LessonScreen
+from playground.widgets.gantt import GanttView
+from playground.widgets.param_form import ParamForm
+
+SIZE = (120, 36)
+DATA = Path(__file__).parent / "data"
+
+
+async def open_lesson(pilot, name: str = "ring-allreduce") -> LessonScreen:
+    pilot.app.open_lesson(name)
+    await pilot.pause()
+    screen = pilot.app.screen
+    assert isinstance(screen, LessonScreen)
+    return screen
+
+
+async def wait_until(predicate, timeout: float = 90.0) -> None:
+    start = time.monotonic()
+    while not predicate():
+        if time.monotonic() - start > timeout:
+            raise TimeoutError("condition not met in time")
+        await asyncio.sleep(0.05)
+
+
+def text_of(screen: LessonScreen, selector: str) -> str:
+    return str(screen.query_one(selector, Static).content)
+
+
+async def test_invalid_param_is_refused_inline_and_nothing_runs() -> None:
+    app = PlaygroundApp(language="en")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_lesson(pilot)
+        form = screen.query_one("#form", ParamForm)
+        form.set_value("ranks", "0")
+        await pilot.pause()
+        error = screen.query_one("#error-ranks", Static)
+        assert error.has_class("shown") and "ranks must be" in str(error.content)
+        assert screen.query_one("#run", Button).disabled
+        await pilot.press("r")
+        await pilot.pause()
+        assert not screen.running
+        assert "Fix the parameter" in text_of(screen, "#status")
+        # a rule between params lands beside the field it names
+        form.set_value("ranks", "4")
+        form.set_value("size", "6")
+        await pilot.pause()
+        assert "whole number of float32" in str(screen.query_one("#error-size", Static).content)
+        form.set_value("size", "4MiB")
+        await pilot.pause()
+        assert not screen.query_one("#run", Button).disabled
+
+
+async def test_a_real_run_streams_spans_then_steps_through_the_narrative(
+    tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv("PLAYGROUND_EXPORT_DIR", str(tmp_path))
+    arrivals: list[int] = []
+    app = PlaygroundApp(language="en")
+
+    def hook(message) -> None:
+        if isinstance(message, LessonScreen.Records):
+            arrivals.append(len(message.spans))
+        if isinstance(message, LessonScreen.Finished):
+            arrivals.append(-1)
+
+    async with app.run_test(size=SIZE, message_hook=hook) as pilot:
+        screen = await open_lesson(pilot)
+        screen.query_one("#form", ParamForm).set_value("ranks", "2")
+        await pilot.pause()
+        await pilot.press("r")
+        assert screen.running
+        await wait_until(lambda: not screen.running)
+        assert "Done" in text_of(screen, "#status"), text_of(screen, "#status")
+        # spans arrived in batches before the run finished
+        assert -1 in arrivals and arrivals.index(-1) > 0 and sum(arrivals[: arrivals.index(-1)]) > 0
+        gantt = screen.query_one("#gantt", GanttView)
+        assert {row.label for row in gantt.rows} == {"r0", "r0 ·p", "r1", "r1 ·p"}
+
+        titles = set()
+        for _ in range(40):
+            await pilot.press("right")
+            titles.add(text_of(screen, "#narrative").splitlines()[0])
+        assert len(titles) >= 3, titles  # barrier, reduce-scatter, all-gather...
+        assert any("reduce-scatter" in title for title in titles)
+        await pilot.press("home")
+        assert gantt.cursor == pytest.approx(gantt.start)
+        screen.advance(frames=50)  # the animation's clock, without waiting on wall time
+        assert gantt.cursor > gantt.start
+
+        await pilot.press("m")
+        assert gantt.mode == "measured" and all(not row.predicted for row in gantt.rows)
+        await pilot.press("m")
+        assert gantt.mode == "predicted" and all(row.predicted for row in gantt.rows)
+        await pilot.press("m")
+
+        await pilot.press("l")
+        assert screen.query_one("#run", Button).label.plain == "Ejecutar"
+        assert "Hecho" in text_of(screen, "#status")
+
+        await pilot.press("e")
+        await pilot.pause()
+        exported = list(tmp_path.glob("playground-ring-allreduce-*.html"))
+        assert len(exported) == 1 and "plotly" in exported[0].read_text()
+        assert screen.last_export == exported[0]
+
+
+async def test_escape_cancels_a_run_and_every_rank_is_gone(monkeypatch) -> None:
+    marker = f"PLAYGROUND_TEST_MARKER_{uuid.uuid4().hex}"
+    monkeypatch.setenv(marker, "1")
+    app = PlaygroundApp(language="en")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_lesson(pilot)
+        form = screen.query_one("#form", ParamForm)
+        form.set_value("ranks", "2")
+        form.set_value("size", "64MiB")
+        form.set_value("repeat", "50")
+        await pilot.pause()
+        await pilot.press("r")
+        await wait_until(lambda: len(processes_with(marker)) >= 2, timeout=30)
+        await wait_until(lambda: "Running" in text_of(screen, "#status"), timeout=60)
+        cancelled_at = time.monotonic()
+        await pilot.press("escape")
+        await wait_until(lambda: not screen.running, timeout=10)
+        await wait_until(lambda: not processes_with(marker), timeout=10)
+        assert time.monotonic() - cancelled_at < 5
+        assert "Cancelled" in text_of(screen, "#status")
+        assert isinstance(app.screen, LessonScreen)  # Esc cancelled, it did not leave
+
+
+async def test_a_failed_run_is_shown_and_the_app_keeps_working(monkeypatch) -> None:
+    marker = f"PLAYGROUND_TEST_MARKER_{uuid.uuid4().hex}"
+    monkeypatch.setenv(marker, "1")
+    app = PlaygroundApp(language="en")
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        screen = await open_lesson(pilot)
+        form = screen.query_one("#form", ParamForm)
+        form.set_value("ranks", "2")
+        form.set_value("size", "64MiB")
+        form.set_value("repeat", "50")
+        await pilot.pause()
+        await pilot.press("r")
+        await wait_until(lambda: "Running" in text_of(screen, "#status"), timeout=60)
+        victims = processes_with(marker)
+        os.kill(max(victims), signal.SIGKILL)  # a rank dies, as in a real cluster
+        await wait_until(lambda: not screen.running, timeout=15)
+        status = text_of(screen, "#status")
+        assert status.startswith("Failed: rank") and "killed" in status, status
+        await wait_until(lambda: not processes_with(marker), timeout=10)
+        # still usable: predict works
+        await pilot.press("p")
+        await pilot.pause()
+        assert "Predicted" in text_of(screen, "#status")
+
+
+async def test_open_a_saved_run_and_the_help() -> None:
+    app = PlaygroundApp(language="en")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_lesson(pilot, "pipeline")
+        screen.open_path(str(DATA / "pipeline-2stages.json"))
+        await pilot.pause()
+        assert "Opened" in text_of(screen, "#status")
+        assert screen.query_one("#form", ParamForm).raw()["stages"] == "2"
+        memory = screen.query_one("#memory")
+        assert [(r.group, r.rank, r.predicted) for r in memory.rows][:2] == [
+            ("gpipe", 0, False),
+            ("gpipe", 0, True),
+        ]
+        screen.open_path(str(DATA / "ring-allreduce-2ranks.json"))
+        assert "another lesson" in text_of(screen, "#status")
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert "Export HTML" in str(app.screen.query_one("#help", Static).content)
+        await pilot.press("escape")
+        assert app.screen is screen
+
+
+def _replay(path: Path, tab: str | None = None, steps: int = 3):
+    async def run_before(pilot) -> None:
+        screen = await open_lesson(
+            pilot, "pipeline" if "pipeline" in path.name else "ring-allreduce"
+        )
+        screen.open_path(str(path.relative_to(Path.cwd())))
+        if tab:
+            screen.query_one("#panels").active = tab
+        await pilot.pause()
+        await pilot.press(*["right"] * steps)
+        await pilot.pause()
+
+    return run_before
+
+
+def test_snapshot_finished_ring_run(snap_compare, monkeypatch) -> None:
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
+    monkeypatch.chdir(Path(__file__).parent.parent)
+    assert snap_compare(
+        PlaygroundApp(language="en"),
+        terminal_size=SIZE,
+        run_before=_replay(DATA / "ring-allreduce-2ranks.json", "tab-ring", steps=8),
+    )
+
+
+def test_snapshot_memory_bars(snap_compare, monkeypatch) -> None:
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
+    monkeypatch.chdir(Path(__file__).parent.parent)
+    assert snap_compare(
+        PlaygroundApp(language="en"),
+        terminal_size=SIZE,
+        run_before=_replay(DATA / "pipeline-2stages.json", "tab-memory"),
+    )
