@@ -139,3 +139,53 @@ def gpt_parameter_count(vocab: int, seq: int, hidden: int, layers: int) -> int:
     h = hidden
     block = 12 * h * h + 13 * h
     return vocab * h + seq * h + layers * block + 2 * h + h * vocab
+
+
+# -- ZeRO and FSDP memory (Rajbhandari et al. 2019, "ZeRO", Fig. 1 and §5) ------------
+# Per-element bytes of the model states: mixed-precision Adam keeps fp16 params and
+# grads (2 + 2) and K = 12 bytes of optimizer states (fp32 master params, momentum,
+# variance); plain fp32 Adam keeps fp32 params and grads (4 + 4) and K = 8 (two
+# fp32 moments, no master copy). The stage decides which of the three is divided by N_d.
+ZERO_STAGES = ("ddp", "zero1", "zero2", "zero3")
+ZERO_PRECISIONS: dict[str, tuple[int, int, int]] = {
+    "mixed": (2, 2, 12),  # (param bytes, grad bytes, K)
+    "fp32": (4, 4, 8),
+}
+# Which model states each stage partitions across the N_d data-parallel ranks.
+ZERO_SHARDED: dict[str, frozenset[str]] = {
+    "ddp": frozenset(),
+    "zero1": frozenset({"optimizer"}),
+    "zero2": frozenset({"optimizer", "grads"}),
+    "zero3": frozenset({"optimizer", "grads", "params"}),
+}
+
+
+def zero_model_state_bytes(
+    psi: float, nd: int, stage: str, precision: str = "mixed"
+) -> dict[str, float]:
+    """Bytes per device of params, grads and optimizer states, the paper's formulas:
+    DDP (2 + 2 + K)Ψ; ZeRO-1 2Ψ + 2Ψ + KΨ/N_d; ZeRO-2 2Ψ + (2 + K)Ψ/N_d;
+    ZeRO-3 (2 + 2 + K)Ψ/N_d (with 4, 4, 8 for fp32). Exact, unrounded."""
+    param_bytes, grad_bytes, k = ZERO_PRECISIONS[precision]
+    sharded = ZERO_SHARDED["zero3" if stage == "fsdp2" else stage]
+    full = {"params": param_bytes * psi, "grads": grad_bytes * psi, "optimizer": k * psi}
+    return {name: value / nd if name in sharded else value for name, value in full.items()}
+
+
+def zero_comm_elements(psi: float, stage: str) -> float:
+    """Elements each rank moves per step (ZeRO §7): 2Ψ for DDP, ZeRO-1 and ZeRO-2
+    (a reduce-scatter and an all-gather, i.e. one all-reduce's worth), 3Ψ for ZeRO-3
+    (an extra all-gather of the params in backward)."""
+    return 3 * psi if stage in ("zero3", "fsdp2") else 2 * psi
+
+
+def zero_comm_bytes_per_rank(psi: float, n: int, stage: str, elem_bytes: int) -> float:
+    """Bytes each rank sends per step on rings: 2(n−1)/n·Ψ·b (DDP, ZeRO-1, ZeRO-2)
+    or 3(n−1)/n·Ψ·b (ZeRO-3), b bytes per element."""
+    return zero_comm_elements(psi, stage) * (n - 1) / n * elem_bytes
+
+
+def transformer_activation_bytes_per_layer(seq: int, micro: int, hidden: int, heads: int) -> float:
+    """Ultra-Scale Playbook / Korthikanti et al.: s·b·h·(34 + 5·a·s/h) bytes per layer
+    in 16-bit, no recomputation, no tensor parallelism."""
+    return seq * micro * hidden * (34 + 5 * heads * seq / hidden)

@@ -81,3 +81,18 @@ def format_seconds(s: float) -> str:
     if abs(s) >= 1e-3:
         return f"{s * 1e3:.3g} ms"
     return f"{s * 1e6:.3g} µs"
+
+
+_COUNT_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
+
+
+def parse_count(text: str) -> int:
+    """A count of things (model parameters): '7e9', '7B', '70B', '125M', '1.5T',
+    '350k', '1000'. B (or G) is 10⁹, as in "a 7B model"."""
+    match = re.fullmatch(_NUMBER + r"\s*([A-Za-z]?)", text.strip())
+    if not match or match.group(2).lower() not in _COUNT_SUFFIXES:
+        raise ValueError(f"{text!r} is not a count; use e.g. 1000000, 7e9, 125M, 7B, 70B")
+    value = float(match.group(1)) * _COUNT_SUFFIXES[match.group(2).lower()]
+    if not math.isfinite(value) or value != int(value):
+        raise ValueError(f"{text!r} is not a whole number")
+    return int(value)

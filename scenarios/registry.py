@@ -8,10 +8,12 @@ Imports: scenario definitions only (no torch).
 
 from __future__ import annotations
 
-from scenarios import pipeline, ring_allreduce
+from scenarios import pipeline, ring_allreduce, zero
 from scenarios.base import LessonInfo, Scenario
 
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in (ring_allreduce.SCENARIO, pipeline.SCENARIO)}
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s for s in (ring_allreduce.SCENARIO, zero.SCENARIO, pipeline.SCENARIO)
+}
 
 _PLANNED = [
     (
