@@ -21,10 +21,11 @@ from typing import Any
 
 from runtime import calibration
 from runtime.costmodel import CostModel
-from runtime.faults import parse_fault
+from runtime.faults import parse_fault, require_timed
 from runtime.launch import LaunchResult, LaunchSpec, launch
 from runtime.profiles import PROFILES, get_profile
 from runtime.simulate import simulate
+from runtime.supervise import supervise
 from runtime.trace import Counter, Mark, Span, Timeline
 from scenarios.base import ParamError, Scenario
 from scenarios.registry import get_scenario
@@ -120,7 +121,10 @@ def run(
     scenario, params = resolve(name, raw, "run")
     world = scenario.world_size(params)
     try:
-        parsed_faults = [parse_fault(spec, world).to_dict() for spec in faults or []]
+        parsed_faults = [parse_fault(spec, world) for spec in faults or []]
+        # Scenarios with steps and checkpoints check step faults against their params.
+        check = getattr(scenario, "check_faults", None)
+        check(params, parsed_faults) if check else require_timed(parsed_faults)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if hardware:
@@ -133,16 +137,24 @@ def run(
             model = calibrate(world, backend)
     model = scenario.prepare_model(params, model)
     predicted = simulate(scenario.build(params), model)
-    result = launch(
-        LaunchSpec(name, params, world, backend=backend, faults=parsed_faults, stream=stream),
-        on_message=on_message,
-        cancel=cancel,
+    spec = LaunchSpec(
+        name,
+        params,
+        world,
+        backend=backend,
+        faults=[f.to_dict() for f in parsed_faults],
+        stream=stream,
     )
+    restart_policy = getattr(scenario, "restart_policy", None)
+    if restart_policy is not None:  # restart like torchrun (runtime.supervise)
+        result = supervise(spec, restart_policy(params), on_message=on_message, cancel=cancel)
+    else:
+        result = launch(spec, on_message=on_message, cancel=cancel)
     return _outcome(scenario, params, model, predicted, result)
 
 
 def _outcome(scenario, params, model, predicted, result: LaunchResult) -> Outcome:
-    measured = Timeline(spans=result.spans, counters=result.counters)
+    measured = Timeline(spans=result.spans, counters=result.counters, marks=result.marks)
     # Scenarios that calibrate inside the run (pipeline stage costs) refine the model.
     refined = scenario.prepare_model(params, model, result.rank_results)
     if refined is not model:

@@ -420,7 +420,14 @@ class LessonScreen(BilingualBindings, Screen[None]):
         rows = [
             MemoryRow(*row) for row in self.scenario.memory_rows(outcome.params, outcome.metrics)
         ]
-        self.query_one("#memory", MemoryBars).set_rows(rows)
+        words = {
+            "measured": t("app.memory_measured", self.language),
+            "predicted": t("app.memory_predicted", self.language),
+            "note": t("app.memory_note", self.language),
+        }
+        if not rows:
+            words["note"] = t("app.memory_none", self.language)
+        self.query_one("#memory", MemoryBars).set_rows(rows, words)
 
     @staticmethod
     def _followed(outcome: session.Outcome) -> Timeline:

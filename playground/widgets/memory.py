@@ -55,11 +55,14 @@ class MemoryBars(Widget):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.rows: list[MemoryRow] = []
+        # Learner-facing words, set by the screen in the learner's language.
+        self.words = {"measured": "meas", "predicted": "pred", "note": "(solid: measured, shaded: predicted)"}
         self._lines: list[tuple[str, MemoryRow | None]] = []
         self._cache: dict[tuple[int, int], Strip] = {}
 
-    def set_rows(self, rows: list[MemoryRow]) -> None:
+    def set_rows(self, rows: list[MemoryRow], words: dict[str, str] | None = None) -> None:
         self.rows = rows
+        self.words.update(words or {})
         self._lines = [("legend", None)]
         group = None
         for row in rows:
@@ -98,14 +101,14 @@ class MemoryBars(Widget):
             for name in self.categories():
                 segments.append(Segment("■ ", Style(color=CATEGORY_COLORS.get(name, OTHER))))
                 segments.append(Segment(f"{name}  ", Style(color="#B0B0B0")))
-            segments.append(Segment("(solid: measured, shaded: predicted)", Style(dim=True)))
+            segments.append(Segment(self.words["note"], Style(dim=True)))
             return Strip(segments).crop(0, width)
         assert row is not None
         if kind == "group":
             return Strip([Segment(row.group, Style(bold=True))]).crop(0, width)
         scale = max((r.total for r in self.rows), default=0.0)
         plot = max(1, width - LABEL_WIDTH - FIGURE_WIDTH - 1)
-        side = "pred" if row.predicted else "meas"
+        side = self.words["predicted" if row.predicted else "measured"]
         label = f" r{row.rank} {side}"
         segments = [
             Segment(f"{label:<{LABEL_WIDTH}}", Style(dim=row.predicted, bold=not row.predicted))

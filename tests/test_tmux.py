@@ -1,0 +1,98 @@
+"""The real app in a real terminal: tmux types the keys, capture-pane reads the screen.
+
+The learner's path through lesson 1, end to end, in the installed `playground`
+command: open ring-allreduce, run it for real, step through it, export the
+HTML, quit. Pilot tests drive the app in-process; this one catches what only a
+terminal shows (the console script, the first paint, keys reaching the app).
+
+Needs tmux (Debian package `tmux`; `.ci/run` installs it). Skipped, saying so,
+where tmux is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+class Tmux:
+    def __init__(self, command: str, env: dict[str, str], width: int = 140, height: int = 40):
+        self.name = f"playground-test-{uuid.uuid4().hex[:8]}"
+        exports = " ".join(f"{k}={v}" for k, v in env.items())
+        subprocess.run(
+            ["tmux", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
+             f"env {exports} {command}"],
+            check=True,
+        )  # fmt: skip
+
+    def keys(self, *keys: str) -> None:
+        for key in keys:
+            subprocess.run(["tmux", "send-keys", "-t", self.name, key], check=True)
+            time.sleep(0.15)
+
+    def screen(self) -> str:
+        result = subprocess.run(
+            ["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True
+        )
+        return result.stdout
+
+    def wait_for(self, text: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} never appeared; screen:\n{self.screen()}")
+
+    def alive(self) -> bool:
+        return (
+            subprocess.run(["tmux", "has-session", "-t", self.name], capture_output=True).returncode
+            == 0
+        )
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+def test_learner_path_through_lesson_one(tmp_path: Path) -> None:
+    playground = Path(sys.executable).with_name("playground")
+    command = str(playground) if playground.exists() else f"{sys.executable} -m playground.cli"
+    env = {
+        "PLAYGROUND_LANG": "en",
+        "PLAYGROUND_EXPORT_DIR": str(tmp_path),
+        "PLAYGROUND_CACHE_DIR": os.environ.get("PLAYGROUND_CACHE_DIR", str(tmp_path)),
+        "TERM": "xterm-256color",
+    }
+    tmux = Tmux(command, env)
+    try:
+        tmux.wait_for("Lesson 1")
+        tmux.keys("Enter")  # the cursor starts on lesson 1, the first one built
+        tmux.wait_for("Timeline")
+        tmux.wait_for("Predicted by the cost model")
+        tmux.keys("r")
+        screen = tmux.wait_for("Done: measured", timeout=120)
+        assert "r3 ·p" in screen and "busbw_gbps" in screen
+        tmux.keys(*["Right"] * 12)
+        screen = tmux.wait_for("Phase")  # the narrative follows the cursor into a ring phase
+        tmux.keys("e")
+        tmux.wait_for("Wrote")
+        assert list(tmp_path.glob("playground-ring-allreduce-*.html"))
+        tmux.keys("Escape")
+        tmux.wait_for("Lesson 0")
+        tmux.keys("q")
+        deadline = time.monotonic() + 10
+        while tmux.alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not tmux.alive(), "q did not quit"
+    finally:
+        tmux.kill()
