@@ -36,7 +36,7 @@ really holds at that moment:
 - optimizer: every tensor in Adam's state (exp_avg, exp_avg_sq and the step);
 - activations: what autograd saved for backward (pack hooks, parameters
   excluded, each storage once) plus the activation gradients waiting to flow back;
-- comm: communication buffers: gathered unit params (zero3), gradient buckets
+- buffers: communication buffers: gathered unit params (zero3), gradient buckets
   before their reduce-scatter (zero2, zero3), FSDP2's all-gather outputs. The
   hand ring's receive scratch lives only inside one collective and is not sampled.
 
@@ -60,7 +60,7 @@ from runtime.formulas import even_split
 from runtime.models import MiniGPT
 from runtime.program import Action
 
-CATEGORIES = ("params", "grads", "optimizer", "activations", "comm")
+CATEGORIES = ("params", "grads", "optimizer", "activations", "buffers")
 HAND_STAGES = ("ddp", "zero1", "zero2", "zero3")
 Sampler = Callable[[str, float], None]
 
@@ -240,7 +240,7 @@ class ZeroExecutor:
             "grads": sum(nbytes(u.grad) for u in units),
             "optimizer": optimizer_bytes(self.optimizer),
             "activations": activations,
-            "comm": comm,
+            "buffers": comm,
         }
 
     def _record(self) -> None:
@@ -485,7 +485,7 @@ class Fsdp2Executor:
             "grads": grads,
             "optimizer": optimizer,
             "activations": self.saved.total,
-            "comm": comm,
+            "buffers": comm,
         }
 
     def _record(self) -> None:

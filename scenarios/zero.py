@@ -44,7 +44,7 @@ from scenarios.base import Mode, NarrativeStep, Param, ParamError, Scenario
 
 STAGES = ("ddp", "zero1", "zero2", "zero3", "fsdp2")
 HAND_STAGES = ("ddp", "zero1", "zero2", "zero3")
-CATEGORIES = ("params", "grads", "optimizer", "activations", "comm")
+CATEGORIES = ("params", "grads", "optimizer", "activations", "buffers")
 FP32 = 4
 MAX_RUN_PARAMETERS = 2_000_000
 # A rough CPU rate for `predict` before a run has timed the units (one core, small
@@ -53,6 +53,8 @@ CPU_FLOPS_PER_S = 2e9
 # Adam's update on CPU, seconds per element (a handful of elementwise passes).
 ADAM_S_PER_ELEMENT = 5e-9
 # The knobs that describe the model's shape; giving one turns the activations on.
+# Above this many ranks the Program lumps the units together (see program_units).
+STEPWISE_MAX_RANKS = 64
 SHAPE_KNOBS = ("layers", "hidden", "heads", "seq", "vocab", "microbatch")
 
 
@@ -196,11 +198,18 @@ class Zero(Scenario):
         out[1 if len(out) > 2 else 0] += psi - sum(out)
         return out
 
+    def program_units(self, params: dict[str, Any]) -> list[int]:
+        """The units the Program steps through: the model's, or above
+        STEPWISE_MAX_RANKS one lump of Ψ (one F, one B, one collective of each kind
+        per step), so that `predict` with a thousand ranks stays fast and small."""
+        numels = self.units(params)
+        return numels if params["ranks"] <= STEPWISE_MAX_RANKS else [sum(numels)]
+
     # -- program -------------------------------------------------------------------------
     def build(self, params: dict[str, Any]) -> Program:
         n, steps = params["ranks"], params["steps"]
         group = tuple(range(n))  # one shared tuple: the simulator keys collectives by it
-        numels = self.units(params)
+        numels = self.program_units(params)
         count = len(numels)
         program = Program(n, name="zero")
         for stage in params["stage"]:
@@ -297,10 +306,11 @@ class Zero(Scenario):
         rate = model.flops_per_s or CPU_FLOPS_PER_S
         tokens = params["microbatch"] * params["seq"]
         s, h = params["seq"], params["hidden"]
-        numels = self.units(params)
+        numels = self.program_units(params)
         out: dict[str, float] = {}
         for u, numel in enumerate(numels):
-            attention = 4 * s * h * tokens if 0 < u < len(numels) - 1 else 0
+            blocks = 1 if 0 < u < len(numels) - 1 else (params["layers"] if len(numels) == 1 else 0)
+            attention = 4 * s * h * tokens * blocks
             f = (2 * numel * tokens + attention) / rate
             out[f"F.u{u}"], out[f"B.u{u}"] = f, 2 * f
         out["F.fsdp2"] = sum(out[f"F.u{u}"] for u in range(len(numels)))
@@ -372,9 +382,38 @@ class Zero(Scenario):
                 moments = (local if "optimizer" in sharded else sum(numels)) * 2 * FP32
                 ranks["optimizer_bytes"].append(moments + 4 * tensors)
                 ranks["activations_bytes"].append(activations)
-                ranks["comm_bytes"].append(comm)
+                ranks["buffers_bytes"].append(comm)
             out[stage] = ranks
         return out
+
+    # -- the memory bars ------------------------------------------------------------------
+    def memory_rows(
+        self, params: dict[str, Any], metrics: dict[str, Any]
+    ) -> list[tuple[str, int, bool, dict[str, float]]]:
+        """Per stage and rank: measured peaks (after a run) and the prediction. The
+        prediction is per rank with the shards' rounding when Ψ is the shape's, else the
+        paper's bytes per device, shown once (every device holds the same)."""
+        rows: list[tuple[str, int, bool, dict[str, float]]] = []
+        measured = metrics.get("measured_peak_bytes", {})
+        per_rank = metrics.get("predicted_peak_bytes", {})
+        per_device = metrics.get("per_device_bytes", {})
+
+        def strip(entry: dict[str, Any], index: int | None) -> dict[str, float]:
+            return {
+                key.removesuffix("_bytes"): value if index is None else value[index]
+                for key, value in entry.items()
+                if key != "total_bytes"
+            }
+
+        for stage in metrics.get("stages", []):
+            if stage in measured:
+                for rank in range(len(measured[stage]["params_bytes"])):
+                    rows.append((stage, rank, False, strip(measured[stage], rank)))
+                    if stage in per_rank:
+                        rows.append((stage, rank, True, strip(per_rank[stage], rank)))
+            elif stage in per_device:
+                rows.append((stage, 0, True, strip(per_device[stage], None)))
+        return rows
 
     # -- metrics -------------------------------------------------------------------------
     def metrics(
@@ -591,11 +630,11 @@ SCENARIO = Zero(
                 "es": "Si cada rango solo actualiza su trozo, solo necesita el gradiente de su trozo. "
                 "En cuanto el backward produce los gradientes de una unidad, un reduce-scatter los "
                 "reparte y el búfer completo se libera: queda (2 + K)Ψ/N_d más un búfer de una unidad "
-                "(la barra 'comm'). La comunicación no cambia: 2(n−1)/n·Ψ·4 bytes.",
+                "(la barra 'buffers'). La comunicación no cambia: 2(n−1)/n·Ψ·4 bytes.",
                 "en": "If each rank only updates its chunk, it only needs its chunk's gradient. As "
                 "soon as backward has produced a unit's gradients a reduce-scatter distributes them "
                 "and the whole buffer is freed: (2 + K)Ψ/N_d remains, plus a one-unit bucket (the "
-                "'comm' bar). Communication does not change: 2(n−1)/n·Ψ·4 bytes.",
+                "'buffers' bar). Communication does not change: 2(n−1)/n·Ψ·4 bytes.",
             },
             formula="2Ψ + (2 + K)Ψ/N_d ;  sent = 2(n−1)/n·Ψ·4 B",
             metric="measured_peak_bytes",
