@@ -1,12 +1,24 @@
-"""Fault specs: `--fault kill:rank=2,after=0.3s` and `--fault hang:rank=1,after=1s`.
+"""Fault specs: what `--fault` can break, parsed in the parent, injected for real in a rank.
 
-Parsed in the parent (pure), carried to the ranks as plain dicts, and injected
-for real inside the rank process by runtime.worker: `kill` sends SIGKILL to
-the rank itself, `hang` sends it SIGSTOP so it stops answering altogether
-(its heartbeat too), which is what a wedged GPU or a stuck NCCL call looks
-like from outside. The launcher must then notice, name the rank, and tear down.
+    kill:rank=R,after=0.5s         SIGKILL rank R 0.5 s after it starts
+    hang:rank=R,after=1s           SIGSTOP rank R (it stops answering, heartbeat too)
+    kill:rank=R,step=K             SIGKILL rank R in the middle of training step K
+    hang:rank=R,step=K             SIGSTOP rank R in the middle of training step K
+    kill:rank=R,during=checkpoint  SIGKILL rank R half-way through writing a checkpoint
+                                   (the second one of the run, or the one at step=K)
+    corrupt:checkpoint=latest      flip bytes of the newest checkpoint once it is written,
+                                   so the restart after a failure must fall back
 
-Pure: stdlib only.
+Several `--fault` flags may be given. Parsed here (pure), carried to the ranks
+as plain dicts: time-based faults are fired by runtime.worker's timers,
+step-based ones by the training loop of a lesson that has steps (scenarios
+.failure_resume_rank, which reads them from RankContext.faults), and `corrupt`
+by the restart supervisor (runtime.supervise) on the checkpoint directory. A
+kill is SIGKILL and a hang SIGSTOP of the real rank process: what a crashed
+host and a wedged GPU or NCCL call look like from outside. The launcher
+(runtime.launch) must notice, name the rank and tear every rank down.
+
+In DESIGN.md's picture: runtime, pure part (stdlib only).
 """
 
 from __future__ import annotations
@@ -15,23 +27,56 @@ from dataclasses import asdict, dataclass
 
 from runtime.units import parse_duration
 
-FAULT_KINDS = {"kill": ("rank", "after"), "hang": ("rank", "after")}
-USAGE = "use kill:rank=R,after=0.5s or hang:rank=R,after=1s"
+# Each kind: the field sets it accepts (one of them must match exactly).
+FAULT_FORMS: dict[str, tuple[frozenset[str], ...]] = {
+    "kill": (
+        frozenset({"rank", "after"}),
+        frozenset({"rank", "step"}),
+        frozenset({"rank", "during"}),
+        frozenset({"rank", "during", "step"}),
+    ),
+    "hang": (frozenset({"rank", "after"}), frozenset({"rank", "step"})),
+    "corrupt": (frozenset({"checkpoint"}),),
+}
+USAGE = (
+    "use kill:rank=R,after=0.5s, hang:rank=R,after=1s, kill:rank=R,step=K, "
+    "kill:rank=R,during=checkpoint or corrupt:checkpoint=latest"
+)
 
 
 @dataclass(frozen=True)
 class Fault:
     kind: str
-    rank: int
-    after_s: float
+    rank: int | None
+    after_s: float | None = None
+    step: int | None = None
+    during: str | None = None
+    checkpoint: str | None = None
+
+    @property
+    def timed(self) -> bool:
+        """Fired by a timer from the rank's start (the foundation's faults)."""
+        return self.after_s is not None
 
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def describe(self) -> str:
+        if self.kind == "corrupt":
+            return f"corrupt:checkpoint={self.checkpoint}"
+        parts = [f"rank={self.rank}"]
+        if self.after_s is not None:
+            parts.append(f"after={self.after_s:g}s")
+        if self.step is not None:
+            parts.append(f"step={self.step}")
+        if self.during is not None:
+            parts.append(f"during={self.during}")
+        return f"{self.kind}:{','.join(parts)}"
+
 
 def parse_fault(spec: str, world_size: int) -> Fault:
     kind, sep, rest = spec.partition(":")
-    if not sep or kind not in FAULT_KINDS:
+    if not sep or kind not in FAULT_FORMS:
         raise ValueError(f"malformed --fault {spec!r}: {USAGE}")
     fields: dict[str, str] = {}
     for part in rest.split(","):
@@ -39,11 +84,14 @@ def parse_fault(spec: str, world_size: int) -> Fault:
         if not eq or not value:
             raise ValueError(f"malformed --fault {spec!r}: {USAGE}")
         fields[key.strip()] = value.strip()
-    allowed = FAULT_KINDS[kind]
-    unknown = sorted(set(fields) - set(allowed))
-    missing = [k for k in allowed if k not in fields]
-    if unknown or missing:
-        raise ValueError(f"malformed --fault {spec!r}: {kind} takes {', '.join(allowed)}; {USAGE}")
+    forms = FAULT_FORMS[kind]
+    if frozenset(fields) not in forms:
+        takes = " or ".join(",".join(sorted(form)) for form in forms)
+        raise ValueError(f"malformed --fault {spec!r}: {kind} takes {takes}; {USAGE}")
+    if kind == "corrupt":
+        if fields["checkpoint"] != "latest":
+            raise ValueError(f"--fault {spec!r}: only checkpoint=latest can be corrupted")
+        return Fault(kind, None, checkpoint="latest")
     try:
         rank = int(fields["rank"])
     except ValueError:
@@ -52,10 +100,34 @@ def parse_fault(spec: str, world_size: int) -> Fault:
         raise ValueError(
             f"--fault {spec!r}: rank must be in 0..{world_size - 1} for {world_size} ranks"
         )
-    try:
-        after = parse_duration(fields["after"])
-    except ValueError as exc:
-        raise ValueError(f"malformed --fault {spec!r}: {exc}") from None
-    if after < 0:
-        raise ValueError(f"--fault {spec!r}: after must be >= 0")
-    return Fault(kind, rank, after)
+    after = step = None
+    if "after" in fields:
+        try:
+            after = parse_duration(fields["after"])
+        except ValueError as exc:
+            raise ValueError(f"malformed --fault {spec!r}: {exc}") from None
+        if after < 0:
+            raise ValueError(f"--fault {spec!r}: after must be >= 0")
+    if "step" in fields:
+        try:
+            step = int(fields["step"])
+        except ValueError:
+            raise ValueError(f"malformed --fault {spec!r}: step must be an integer") from None
+        if step < 1:
+            raise ValueError(f"--fault {spec!r}: step must be >= 1 (steps count from 1)")
+    during = fields.get("during")
+    if during is not None and during != "checkpoint":
+        raise ValueError(f"--fault {spec!r}: during must be checkpoint")
+    return Fault(kind, rank, after, step, during)
+
+
+def require_timed(faults: list[Fault]) -> None:
+    """For scenarios without training steps or checkpoints: only time-based faults mean
+    something there, so the others are refused rather than silently never fired."""
+    for fault in faults:
+        if not fault.timed:
+            raise ValueError(
+                f"--fault {fault.describe()!r}: step, checkpoint and corrupt faults need a "
+                "scenario with training steps and checkpoints (failure-resume); "
+                "use kill:rank=R,after=0.5s or hang:rank=R,after=1s here"
+            )

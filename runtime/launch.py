@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.trace import Counter, Span
+from runtime.trace import Counter, Mark, Span
 
 LOOPBACK = "127.0.0.1"
 
@@ -45,10 +45,19 @@ LOOPBACK = "127.0.0.1"
 class RunFailed(RuntimeError):
     """A run that did not finish; names the rank and the cause."""
 
-    def __init__(self, rank: int | None, cause: str, log_path: Path | None = None):
+    def __init__(
+        self,
+        rank: int | None,
+        cause: str,
+        log_path: Path | None = None,
+        detected_at: float | None = None,
+    ):
         self.rank = rank
         self.cause = cause
         self.log_path = log_path
+        # time.monotonic() when the launcher first saw the failure (before its grace
+        # period and teardown): what a restart supervisor reports as detection.
+        self.detected_at = detected_at
         who = f"rank {rank}" if rank is not None else "the run"
         where = f" (log: {log_path})" if log_path else ""
         super().__init__(f"{who} failed: {cause}{where}")
@@ -82,6 +91,8 @@ class LaunchResult:
     run_dir: Path
     wall_s: float
     counters: list[Counter] = field(default_factory=list)
+    # Failures, restarts, checkpoints (runtime.supervise fills them; a plain launch has none).
+    marks: list[Mark] = field(default_factory=list)
 
 
 def prepare() -> None:
@@ -243,7 +254,7 @@ def _supervise(spec, procs, conns, run_dir, on_message, cancel, started) -> Laun
             first_failure = now
         if first_failure is not None and now - first_failure >= spec.grace_s:
             rank, cause = _root_cause(dead, hung, errors)
-            raise RunFailed(rank, cause, run_dir / f"rank{rank}.log")
+            raise RunFailed(rank, cause, run_dir / f"rank{rank}.log", detected_at=first_failure)
 
 
 def _root_cause(

@@ -69,6 +69,7 @@ class RankContext:
         emit: Callable[[tuple], None],
         stream: bool,
         channel: Any = None,
+        faults: list[dict[str, Any]] | None = None,
     ):
         self.rank = rank
         self.world_size = world_size
@@ -80,6 +81,8 @@ class RankContext:
         self._emit = emit
         self._stream = stream
         self._channel = channel
+        # Parsed --fault dicts (runtime.faults): rank code fires the step-based ones.
+        self.faults = list(faults or [])
         self.t0_ns = time.perf_counter_ns()
         self.spans: list[dict[str, Any]] = []
         self.counters: list[dict[str, Any]] = []
@@ -175,8 +178,8 @@ def _build(scenario_name: str, params: dict[str, Any]) -> tuple[Program | None, 
 
 def _schedule_faults(faults: list[dict[str, Any]], rank: int) -> None:
     for fault in faults:
-        if fault["rank"] != rank:
-            continue
+        if fault["rank"] != rank or fault.get("after_s") is None:
+            continue  # step and checkpoint faults are fired by the rank code (ctx.faults)
         sig = signal.SIGKILL if fault["kind"] == "kill" else signal.SIGSTOP
         timer = threading.Timer(fault["after_s"], os.kill, args=(os.getpid(), sig))
         timer.daemon = True
@@ -210,6 +213,7 @@ def run_rank(
         emit=emit,
         stream=stream,
         channel=channel,
+        faults=faults,
     )
     result = _load(entry)(ctx) or {}
     ctx.flush()

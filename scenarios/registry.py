@@ -8,11 +8,17 @@ Imports: scenario definitions only (no torch).
 
 from __future__ import annotations
 
-from scenarios import pipeline, ring_allreduce, zero
+from scenarios import failure_resume, pipeline, ring_allreduce, zero
 from scenarios.base import LessonInfo, Scenario
 
 SCENARIOS: dict[str, Scenario] = {
-    s.name: s for s in (ring_allreduce.SCENARIO, zero.SCENARIO, pipeline.SCENARIO)
+    s.name: s
+    for s in (
+        ring_allreduce.SCENARIO,
+        zero.SCENARIO,
+        failure_resume.SCENARIO,
+        pipeline.SCENARIO,
+    )
 }
 
 _PLANNED = [
