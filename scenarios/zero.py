@@ -216,11 +216,19 @@ class Zero(Scenario):
             for r in range(n):
 
                 def act(
-                    kind: str, t: int, u: int | None = None, label: str = "", stage=stage, r=r
+                    kind: str,
+                    t: int,
+                    u: int | None = None,
+                    label: str = "",
+                    again: bool = False,
+                    stage: str = stage,
+                    r: int = r,
                 ) -> None:
                     where = f"u{u}" if u is not None else ""
+                    # ZeRO-3 gathers a unit twice per step: the second one's id says so.
+                    name = f"{kind}{'_bw' if again else ''}"
                     common: dict[str, Any] = dict(
-                        id=f"{stage}/s{t}/{kind}{where}@r{r}",
+                        id=f"{stage}/s{t}/{name}{where}@r{r}",
                         rank=r,
                         kind=kind,
                         label=label or f"{kind} {where}".strip(),
@@ -259,7 +267,7 @@ class Zero(Scenario):
                             act("all_gather", t, u, f"AG u{u}")
                             act("F", t, u)
                         for u in backward:
-                            act("all_gather", t, u, f"AG u{u} (again)")
+                            act("all_gather", t, u, f"AG u{u} (again)", again=True)
                             act("B", t, u)
                             act("reduce_scatter", t, u, f"RS u{u}")
                     else:
@@ -500,7 +508,8 @@ ACCOUNTING_ES = (
     "fp32 del parámetro, momento y varianza): 16Ψ bytes. Un modelo de 7B necesita 112 GB antes "
     "de la primera activación: no cabe en una GPU de 80 GB. En fp32 (la ejecución real de esta "
     "lección en CPU) son 4 + 4 + 8 = 16 bytes por parámetro, sin copia maestra. DDP replica los "
-    "16Ψ en cada rango; ZeRO los reparte."
+    "16Ψ en cada rango y suma los gradientes con un all-reduce por unidad (sus buckets): en "
+    "anillo, cada rango envía 2(n−1)/n·Ψ·4 bytes por paso en fp32. ZeRO reparte los 16Ψ."
 )
 ACCOUNTING_EN = (
     "Training with Adam in mixed precision keeps, for each of the Ψ parameters, 2 bytes of the "
@@ -508,7 +517,8 @@ ACCOUNTING_EN = (
     "parameter, momentum and variance): 16Ψ bytes. A 7B model needs 112 GB before its first "
     "activation: it does not fit an 80 GB GPU. In fp32 (this lesson's real CPU run) it is "
     "4 + 4 + 8 = 16 bytes per parameter, without a master copy. DDP replicates all 16Ψ on every "
-    "rank; ZeRO partitions them."
+    "rank and sums the gradients with one all-reduce per unit (its buckets): on a ring each rank "
+    "sends 2(n−1)/n·Ψ·4 bytes per step in fp32. ZeRO partitions the 16Ψ."
 )
 
 

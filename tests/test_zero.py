@@ -51,6 +51,27 @@ def test_paper_figure_1_numbers():
     assert formulas.zero_comm_bytes_per_rank(1000, 4, "zero3", 4) == 3 * 3 / 4 * 1000 * 4
 
 
+def test_program_collectives_per_stage():
+    """Per step and unit: DDP one all-reduce; ZeRO-1/2 a reduce-scatter and an all-gather;
+    ZeRO-3 two all-gathers and a reduce-scatter. The Program validates and simulates."""
+    params = SCENARIO.resolve({"ranks": "2", "steps": "1"}, "predict")
+    program = SCENARIO.build(params)
+    program.validate()
+    units = len(unit_numels(params))
+    for stage, expected in {
+        "ddp": {"all_reduce": 1},
+        "zero1": {"reduce_scatter": 1, "all_gather": 1},
+        "zero2": {"reduce_scatter": 1, "all_gather": 1},
+        "zero3": {"reduce_scatter": 1, "all_gather": 2},
+        "fsdp2": {},
+    }.items():
+        kinds = [a.kind for a in program.ranks[0] if a.id.startswith(f"{stage}/")]
+        for kind in ("all_reduce", "reduce_scatter", "all_gather"):
+            assert kinds.count(kind) == expected.get(kind, 0) * units, (stage, kind)
+    outcome = session.predict("zero", {"ranks": "2"}, hardware="cpu-default")
+    assert set(outcome.metrics["makespan_predicted_s"]) == set(params["stage"])
+
+
 @pytest.mark.parametrize(
     ("text", "value"),
     [("7e9", 7 * 10**9), ("7B", 7 * 10**9), ("70B", 70 * 10**9), ("125M", 125 * 10**6),
