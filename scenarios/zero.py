@@ -142,7 +142,11 @@ class Zero(Scenario):
                 )
             raw["ranks"] = dp
         if raw.get("activations", "auto") == "auto":
-            shaped = raw.get("params", "auto") == "auto" or any(k in raw for k in SHAPE_KNOBS)
+            # A knob counts as given when it differs from its default: the app's form
+            # sends every field, changed or not.
+            shaped = raw.get("params", "auto") == "auto" or any(
+                k in raw and str(raw[k]) != str(self.param(k).default) for k in SHAPE_KNOBS
+            )
             raw["activations"] = "on" if shaped else "off"
         return super().resolve(raw, mode)
 
@@ -681,14 +685,16 @@ SCENARIO = Zero(
                 "torch.chunk (10 filas en 4 rangos → 3,3,3,1), no un búfer plano, así que el redondeo "
                 "por rango difiere del de ZeRO a mano. Aquí corre de verdad con gloo en CPU (torch 2.13) "
                 "sobre las mismas unidades; sus colectivos son los de torch, contados por un all-gather "
-                "y un reduce-scatter propios que llaman a los de torch. Con reshard_after_forward=False "
+                "y un reduce-scatter propios que llaman a los de torch (como los bytes que enviaría un "
+                "anillo con los búferes que FSDP2 les pasa; gloo elige su propio algoritmo por dentro). Con reshard_after_forward=False "
                 "no vuelve a reunir en el backward: es ZeRO-2 con parámetros repartidos entre pasos.",
                 "en": "PyTorch's FSDP with reshard_after_forward=True is ZeRO-3: the same three "
                 "collectives, the same memory. FSDP2 (fully_shard) shards each parameter on dim 0 "
                 "with torch.chunk (10 rows on 4 ranks → 3,3,3,1), not one flat buffer, so its per-rank "
                 "rounding differs from hand-made ZeRO's. Here it really runs on gloo on CPU (torch "
                 "2.13) over the same units; its collectives are torch's, counted by a custom all-gather "
-                "and reduce-scatter that call torch's own. With reshard_after_forward=False it does "
+                "and reduce-scatter that call torch's own (as the bytes a ring sends for the buffers "
+                "FSDP2 passes them; gloo picks its own algorithm inside). With reshard_after_forward=False it does "
                 "not gather again in backward: ZeRO-2 with parameters sharded between steps.",
             },
             formula="FSDP(reshard_after_forward) = ZeRO-3",

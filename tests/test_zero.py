@@ -266,3 +266,35 @@ def test_cli_run_three_ranks_uneven_shards():
         m["measured_peak_bytes"]["fsdp2"]["params_bytes"]
         != m["measured_peak_bytes"]["zero3"]["params_bytes"]
     )
+
+
+def test_app_form_fields_and_shape_rule():
+    """The app's form sends every field: a shape knob at its default is not 'given'."""
+    form = {p.name: str(p.default) for p in SCENARIO.params}
+    assert SCENARIO.resolve({**form, "params": "7B"}, "predict")["activations"] == "off"
+    assert SCENARIO.resolve(form, "predict")["activations"] == "on"
+    assert (
+        SCENARIO.resolve({**form, "params": "7B", "layers": "32"}, "predict")["activations"] == "on"
+    )
+
+
+async def test_lesson_screen_predicts_and_opens_a_saved_run(four_ranks, tmp_path):
+    from playground.app import PlaygroundApp
+    from playground.screens.lesson import LessonScreen
+
+    saved = tmp_path / "zero-4ranks.json"
+    saved.write_text(json.dumps(four_ranks.to_doc()))
+    app = PlaygroundApp(language="en")
+    async with app.run_test(size=(120, 36)) as pilot:
+        app.open_lesson("zero")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, LessonScreen)
+        await pilot.press("p")
+        await pilot.pause()
+        memory = screen.query_one("#memory")
+        assert [(r.group, r.predicted) for r in memory.rows][:2] == [("ddp", True), ("zero1", True)]
+        screen.open_path(str(saved))
+        await pilot.pause()
+        rows = screen.query_one("#memory").rows
+        assert len(rows) == 5 * 4 * 2 and rows[0].bytes_by_category["params"] > 0
