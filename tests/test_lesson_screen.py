@@ -231,3 +231,30 @@ def test_snapshot_memory_bars(snap_compare, monkeypatch) -> None:
         terminal_size=SIZE,
         run_before=_replay(DATA / "pipeline-2stages.json", "tab-memory"),
     )
+
+
+async def test_the_command_palette_finds_a_lesson_by_name() -> None:
+    app = PlaygroundApp(language="en")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+p")
+        await pilot.press(*"pipeline")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, LessonScreen)
+        assert app.screen.scenario.name == "pipeline"
+
+
+async def test_zoom_and_pan_move_the_window() -> None:
+    app = PlaygroundApp(language="en")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_lesson(pilot)
+        gantt = screen.query_one("#gantt", GanttView)
+        lo, hi = gantt.window
+        await pilot.press("plus")
+        assert gantt.window[1] - gantt.window[0] == pytest.approx((hi - lo) / 2)
+        before = gantt.window
+        await pilot.press("shift+right")
+        assert gantt.window[0] > before[0]
+        await pilot.press("minus", "home")
+        assert gantt.window == pytest.approx((lo, hi))

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from playground.export.interval import interval_html
 from playground.export.memory import memory_html
 from playground.formatting import format_metric
 from runtime.files import write_text_atomic
@@ -96,7 +97,7 @@ def render_html(outcome: Outcome) -> str:
     return _PAGE.format(
         title=escape(f"{title_en} · playground"),
         header=_header_html(outcome),
-        figure=figure_html + memory_html(outcome),
+        figure=figure_html + memory_html(outcome) + interval_html(outcome),
         metrics=_metrics_html(outcome.metrics),
     )
 

@@ -28,9 +28,13 @@ else:
     _Node = object
 
 
-def bilingual(keys: str, action: str, text: str) -> list[Binding]:
-    """`keys` bound to `action`, described by the catalog entry `text`, once per language."""
-    return [Binding(keys, f"localized({lang!r}, {action!r})", t(text, lang)) for lang in LANGUAGES]
+def bilingual(keys: str, action: str, text: str, *, show: bool = True) -> list[Binding]:
+    """`keys` bound to `action`, described by the catalog entry `text`, once per language
+    (`show=False` keeps it out of the footer; the help screen still lists it)."""
+    return [
+        Binding(keys, f"localized({lang!r}, {action!r})", t(text, lang), show=show)
+        for lang in LANGUAGES
+    ]
 
 
 class BilingualBindings(_Node):

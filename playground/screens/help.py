@@ -26,6 +26,7 @@ KEYS = [
     ("+ −", "app.zoom_in"),
     ("−", "app.zoom_out"),
     ("Home End", "app.home"),
+    ("⇧← ⇧→", "app.pan_left"),
     ("m", "app.view"),
     ("e", "app.export"),
     ("Esc", "app.back_or_cancel"),
@@ -43,6 +44,8 @@ def help_text(language: str) -> Content:
         text = t(entry, language)
         if keys == "← →":
             text = f"{t('app.prev', language)} / {t('app.next', language)}"
+        elif keys == "⇧← ⇧→":
+            text = f"{t('app.pan_left', language)} / {t('app.pan_right', language)}"
         elif keys == "+ −":
             text = f"{t('app.zoom_in', language)} / {t('app.zoom_out', language)}"
         lines.append(Content.assemble((f"{keys:<10}", "bold $text-accent"), text))

@@ -88,15 +88,75 @@ def narrative_text(
     return Content.assemble(*parts)
 
 
+def paired_metrics(metrics: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(name, measured key, predicted key) for metrics given both ways: `X_predicted_s`
+    with `X_measured_s`, `predicted_s` with `measured_s`, `X_predicted` with `X` (or
+    with the one other `X_...` that is not a prediction or a formula)."""
+    pairs = []
+    for key in metrics:
+        if "predicted" not in key:
+            continue
+        base = key.replace("_predicted", "").replace("predicted_", "")
+        candidates = [key.replace("predicted", "measured"), base]
+        candidates += [
+            k
+            for k in metrics
+            if k.startswith(base + "_") and "predicted" not in k and "formula" not in k
+        ]
+        measured = next((c for c in candidates if c in metrics and c != key), None)
+        if measured is not None:
+            pairs.append((base, measured, key))
+    return pairs
+
+
+def _error(measured: Any, predicted: Any) -> str:
+    """Relative error, the largest over ranks for per-rank lists."""
+    if (
+        isinstance(measured, list)
+        and isinstance(predicted, list)
+        and len(measured) == len(predicted)
+    ):
+        errors = [_error(m, p) for m, p in zip(measured, predicted, strict=True)]
+        values = [float(e.rstrip("%")) for e in errors if e]
+        return f"{max(values):.0f}%" if values else ""
+    if isinstance(measured, int | float) and isinstance(predicted, int | float) and measured:
+        return f"{abs(predicted - measured) / abs(measured):.0%}"
+    return ""
+
+
 def metrics_text(metrics: dict[str, Any], language: str) -> Content:
-    """Measured beside predicted with the error, then every other metric."""
+    """First, every metric that has a measured and a predicted value, side by side
+    with the error; then the rest. Groups (one per schedule) are indented."""
     if not metrics:
         return Content(t("app.no_metrics", language))
-    lines = []
+    lines: list[Content] = []
 
     def walk(group: dict[str, Any], indent: str) -> None:
-        width = max((len(k) for k, v in group.items() if not isinstance(v, dict)), default=0)
-        for name, value in group.items():
+        pairs = paired_metrics(group)
+        shown = {k for _, m, p in pairs for k in (m, p)}
+        if pairs:
+            width = max(len(name) for name, _, _ in pairs)
+            header = f"{indent}{'':<{width}}  {t('app.measured', language):>10}  {t('app.predicted', language):>10}  {t('app.error', language):>6}"
+            lines.append(Content.styled(header, "$foreground-muted"))
+            for name, measured, predicted in pairs:
+                m, p = group[measured], group[predicted]
+                error = _error(m, p)
+                if isinstance(m, list):  # per rank: both lists, then the worst error
+                    values = f"{format_metric(measured, m)} / {format_metric(predicted, p)}  "
+                else:
+                    values = (
+                        f"{format_metric(measured, m):>10}  {format_metric(predicted, p):>10}  "
+                    )
+                lines.append(
+                    Content.assemble(
+                        (f"{indent}{name:<{width}}  ", "bold"),
+                        values,
+                        (f"{error:>6}", "$text-warning"),
+                    )
+                )
+        rest = {k: v for k, v in group.items() if k not in shown}
+        width = max((len(k) for k, v in rest.items() if not isinstance(v, dict)), default=0)
+        for name, value in rest.items():
             if isinstance(value, dict):
                 lines.append(Content.styled(f"{indent}{name}", "bold"))
                 walk(value, indent + "  ")
@@ -120,14 +180,16 @@ class LessonScreen(BilingualBindings, Screen[None]):
         *bilingual("escape", "escape", "app.back_or_cancel"),
         *bilingual("r", "run", "app.run"),
         *bilingual("p", "predict", "app.predict"),
-        *bilingual("o", "open", "app.open"),
+        *bilingual("o", "open", "app.open", show=False),
         *bilingual("space", "play", "app.play"),
-        *bilingual("left", "step(-1)", "app.prev"),
-        *bilingual("right", "step(1)", "app.next"),
+        *bilingual("left", "step(-1)", "app.prev", show=False),
+        *bilingual("right", "step(1)", "app.next", show=False),
         *bilingual("plus,equals_sign", "zoom(2.0)", "app.zoom_in"),
-        *bilingual("minus", "zoom(0.5)", "app.zoom_out"),
-        *bilingual("home", "jump(0)", "app.home"),
-        *bilingual("end", "jump(1)", "app.end"),
+        *bilingual("minus", "zoom(0.5)", "app.zoom_out", show=False),
+        *bilingual("shift+left", "pan(-0.25)", "app.pan_left", show=False),
+        *bilingual("shift+right", "pan(0.25)", "app.pan_right", show=False),
+        *bilingual("home", "jump(0)", "app.home", show=False),
+        *bilingual("end", "jump(1)", "app.end", show=False),
         *bilingual("m", "view", "app.view"),
         *bilingual("e", "export", "app.export"),
         *bilingual("question_mark", "help", "app.help"),
@@ -464,6 +526,9 @@ class LessonScreen(BilingualBindings, Screen[None]):
 
     def action_zoom(self, factor: float) -> None:
         self.query_one("#gantt", GanttView).zoom(factor)
+
+    def action_pan(self, fraction: float) -> None:
+        self.query_one("#gantt", GanttView).pan(fraction)
 
     def action_view(self) -> None:
         gantt = self.query_one("#gantt", GanttView)

@@ -56,7 +56,11 @@ class MemoryBars(Widget):
         super().__init__(id=id)
         self.rows: list[MemoryRow] = []
         # Learner-facing words, set by the screen in the learner's language.
-        self.words = {"measured": "meas", "predicted": "pred", "note": "(solid: measured, shaded: predicted)"}
+        self.words = {
+            "measured": "meas",
+            "predicted": "pred",
+            "note": "(solid: measured, shaded: predicted)",
+        }
         self._lines: list[tuple[str, MemoryRow | None]] = []
         self._cache: dict[tuple[int, int], Strip] = {}
 
