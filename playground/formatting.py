@@ -19,6 +19,12 @@ def format_metric(name: str, value: Any) -> str:
         return "—"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, dict):
+        parts = []
+        for key, item in value.items():
+            text = format_metric(str(key), item)
+            parts.append(f"{key}: ({text})" if isinstance(item, dict) else f"{key}: {text}")
+        return ", ".join(parts)
     if isinstance(value, list | tuple):
         return "[" + ", ".join(format_metric(name, v) for v in value) + "]"
     if not isinstance(value, int | float):
