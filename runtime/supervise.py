@@ -176,19 +176,21 @@ def supervise(
             counters.extend(got_counters)
             fired = _fired(fired_dir, pending)
             failed_ns = min((r["t_ns"] for r in fired.values()), default=None)
+            timed = [f for f in pending if f.get("after_s") is not None and f["rank"] == exc.rank]
             # Each fault fires once per run: step faults left a record; a timed one
             # is retired when its rank is the one that failed.
-            pending = [
-                f
-                for f in pending
-                if f["index"] not in fired
-                and not (f.get("after_s") is not None and f["rank"] == exc.rank)
-            ]
+            pending = [f for f in pending if f["index"] not in fired and f not in timed]
             failed_t = seconds(failed_ns) if failed_ns is not None else None
             if failed_t is not None:
-                what = next(iter(fired.values()))
-                marks.append(Mark(failed_t, "failure", _failure_label(what), rank=exc.rank))
+                first = min(fired.values(), key=lambda r: r["t_ns"])
+                marks.append(Mark(failed_t, "failure", _failure_label(first), rank=first["rank"]))
             detected_t = seconds(detected_ns)
+            if failed_t is None and timed:
+                # A timer fired it (runtime.worker): when exactly is not recorded, so the
+                # mark sits at the detection and detection_s stays unknown.
+                what = "killed (SIGKILL)" if timed[0]["kind"] == "kill" else "hung (SIGSTOP)"
+                label = f"fault: rank {exc.rank} {what} by a timer {timed[0]['after_s']:g} s after its start"
+                marks.append(Mark(detected_t, "failure", label, rank=exc.rank))
             delay = f" ({(detected_t - failed_t) * 1e3:.0f} ms later)" if failed_t else ""
             marks.append(
                 Mark(
