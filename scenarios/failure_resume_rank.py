@@ -95,8 +95,13 @@ def tree_sum(parts: list[torch.Tensor]) -> torch.Tensor:
 class Trainer:
     """All the state of one rank's training, and the step, split into its Actions."""
 
-    def __init__(self, params: dict[str, Any], world: int, rank: int):
+    def __init__(
+        self, params: dict[str, Any], world: int, rank: int, device: torch.device | None = None
+    ):
         self.params = params
+        # Compute stays on the CPU (one thread: reproducible bits); only the collectives'
+        # buffers go to the backend's device (NCCL needs CUDA tensors; the copy is exact).
+        self.device = device or torch.device("cpu")
         self.world, self.rank = world, rank
         self.cfg = config(params)
         self.model = MiniGPT(self.cfg)
@@ -166,9 +171,10 @@ class Trainer:
 
     def gather_grads(self) -> None:
         assert self._send is not None
-        gathered = [torch.empty_like(self._send) for _ in range(self.world)]
-        dist.all_gather(gathered, self._send)
-        total = tree_sum(gathered)
+        send = self._send.to(self.device)
+        gathered = [torch.empty_like(send) for _ in range(self.world)]
+        dist.all_gather(gathered, send)
+        total = tree_sum([part.cpu() for part in gathered])
         self.grad = total[:-1] / self.leaves
         self.losses[self.step + 1] = float(total[-1] / self.leaves)
         self._send = None
@@ -190,11 +196,11 @@ class Trainer:
         size = max(self.shard_sizes)
         mine = torch.zeros(size)
         mine[: self.hi - self.lo] = self.flat[self.lo : self.hi]
-        gathered = [torch.empty(size) for _ in range(self.world)]
-        dist.all_gather(gathered, mine)
+        gathered = [torch.empty(size, device=self.device) for _ in range(self.world)]
+        dist.all_gather(gathered, mine.to(self.device))
         start = 0
         for part, count in zip(gathered, self.shard_sizes, strict=True):
-            self.flat[start : start + count] = part[:count]
+            self.flat[start : start + count] = part[:count].cpu()
             start += count
 
     def train_step(self) -> None:
@@ -330,17 +336,21 @@ def run_rank(ctx: Any) -> dict[str, Any]:
     torch.set_num_threads(1)  # bit for bit: one summation order for every matmul
     params = ctx.params
     sup = params.get("_supervisor") or {}
+    # Under torchrun there is no supervisor: checkpoints go to a directory named after
+    # the elastic run, and a worker restarted by `torchrun --max-restarts` resumes from
+    # the newest valid one there by itself.
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID") or str(os.getppid())
     root = Path(
         sup.get("checkpoint_dir")
-        or Path(tempfile.gettempdir()) / f"playground-checkpoints-{os.getppid()}"
+        or Path(tempfile.gettempdir()) / f"playground-checkpoints-{run_id}"
     )
     fired_dir = Path(sup.get("fired_dir") or root / "faults")
     root.mkdir(parents=True, exist_ok=True)
     fired_dir.mkdir(parents=True, exist_ok=True)
 
-    trainer = Trainer(params, ctx.world_size, ctx.rank)
+    trainer = Trainer(params, ctx.world_size, ctx.rank, ctx.device)
     trainer.seed_everything()
-    resume = sup.get("resume")
+    resume = sup.get("resume") if sup else ckpt.newest_valid(root)[0]
     if resume:
         trainer.load(Path(resume))
     start = trainer.step
@@ -391,7 +401,7 @@ def run_rank(ctx: Any) -> dict[str, Any]:
 
     # The uninterrupted run: same seed, same code, same processes, no checkpoints.
     final_state = trainer.rng_state()
-    reference = Trainer(params, ctx.world_size, ctx.rank)
+    reference = Trainer(params, ctx.world_size, ctx.rank, ctx.device)
     reference.seed_everything()
     for _ in range(params["steps"]):
         reference.train_step()
@@ -404,7 +414,7 @@ def run_rank(ctx: Any) -> dict[str, Any]:
         "data_position": (trainer.epoch, trainer.cursor, trainer.order)
         == (reference.epoch, reference.cursor, reference.order),
     }
-    every_rank = torch.tensor([int(all(checks.values()))])
+    every_rank = torch.tensor([int(all(checks.values()))], device=ctx.device)
     dist.all_reduce(every_rank, op=dist.ReduceOp.MIN)
     last = params["steps"]
     return {
