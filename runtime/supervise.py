@@ -102,196 +102,248 @@ def supervise(
     cancel: threading.Event | None = None,
 ) -> LaunchResult:
     """Run `spec` to the end through failures; RunFailed once max_restarts is spent."""
-    run_dir = spec.run_dir or default_run_dir(spec.scenario)
-    root = run_dir / "checkpoints"
-    fired_dir = run_dir / "faults"
-    origin_file = run_dir / "origin.json"
-    for path in (root, fired_dir):
-        path.mkdir(parents=True, exist_ok=True)
-    started_ns = time.perf_counter_ns()
-    # time.monotonic() (the launcher's clock) to perf_counter_ns: both CLOCK_MONOTONIC
-    # on Linux, so the offset is ~0; measured anyway for other platforms.
-    mono_offset_ns = time.perf_counter_ns() - time.monotonic_ns()
-    pending = [{**fault, "index": i} for i, fault in enumerate(spec.faults)]
-    marks: list[Mark] = []
-    spans: list[Span] = []
-    counters: list[Counter] = []
-    failures: list[_Failure] = []
-    world = spec.world_size
-    worlds: list[int] = []
-    resume: Path | None = None
-    resume_step = 0
-    origin_ns: int | None = None
-
-    def seconds(ns: int) -> float:
-        return (ns - (origin_ns if origin_ns is not None else started_ns)) / 1e9
-
+    run = _Run(spec, policy)
     while True:
-        attempt = len(failures)
-        worlds.append(world)
-        got_spans: list[Span] = []
-        got_counters: list[Counter] = []
+        attempt = _Attempt(on_message)
+        try:
+            result = launch(run.attempt_spec(), on_message=attempt.listen, cancel=cancel)
+        except RunFailed as exc:
+            run.failed(exc, attempt)  # raises once the budget is spent
+            continue
+        return run.finished(result, attempt)
 
-        def listen(msg: tuple, got_spans=got_spans, got_counters=got_counters) -> None:
-            if msg[0] == "records":
-                got_spans.extend(Span.from_dict(s) for s in msg[2])
-                got_counters.extend(Counter(**c) for c in msg[3])
-            if on_message is not None:
-                on_message(msg)
 
+class _Attempt:
+    """What one launch streamed: a failed launch has no result, only these."""
+
+    def __init__(self, on_message: Callable[[tuple], None] | None):
+        self.spans: list[Span] = []
+        self.counters: list[Counter] = []
+        self._forward = on_message
+
+    def listen(self, msg: tuple) -> None:
+        if msg[0] == "records":
+            self.spans.extend(Span.from_dict(s) for s in msg[2])
+            self.counters.extend(Counter(**c) for c in msg[3])
+        if self._forward is not None:
+            self._forward(msg)
+
+
+class _Run:
+    """The state of a supervised run across its attempts, and the Marks it leaves."""
+
+    def __init__(self, spec: LaunchSpec, policy: RestartPolicy):
+        self.spec, self.policy = spec, policy
+        self.run_dir = spec.run_dir or default_run_dir(spec.scenario)
+        self.root = self.run_dir / "checkpoints"
+        self.fired_dir = self.run_dir / "faults"
+        self.origin_file = self.run_dir / "origin.json"
+        for path in (self.root, self.fired_dir):
+            path.mkdir(parents=True, exist_ok=True)
+        self.started_ns = time.perf_counter_ns()
+        # time.monotonic() (the launcher's clock) to perf_counter_ns: both CLOCK_MONOTONIC
+        # on Linux, so the offset is ~0; measured anyway for other platforms.
+        self.mono_offset_ns = time.perf_counter_ns() - time.monotonic_ns()
+        self.pending = [{**fault, "index": i} for i, fault in enumerate(spec.faults)]
+        self.marks: list[Mark] = []
+        self.spans: list[Span] = []
+        self.counters: list[Counter] = []
+        self.failures: list[_Failure] = []
+        self.world = spec.world_size
+        self.worlds: list[int] = []
+        self.resume: Path | None = None
+        self.resume_step = 0
+        self.origin_ns: int | None = None
+
+    # -- clock ------------------------------------------------------------------------
+    def seconds(self, ns: int) -> float:
+        origin = self.origin_ns if self.origin_ns is not None else self.started_ns
+        return (ns - origin) / 1e9
+
+    def _read_origin(self) -> None:
+        """Time zero: the first attempt's start barrier, which its rank 0 wrote down."""
+        if self.origin_ns is None and self.origin_file.exists():
+            self.origin_ns = int(json.loads(self.origin_file.read_text())["origin_ns"])
+
+    # -- one attempt ---------------------------------------------------------------------
+    def attempt_spec(self) -> LaunchSpec:
+        self.worlds.append(self.world)
+        attempt = len(self.failures)
         params = {
-            **spec.params,
+            **self.spec.params,
             "_supervisor": {
                 "attempt": attempt,
-                "world_size": world,
-                "checkpoint_dir": str(root),
-                "resume": str(resume) if resume else None,
-                "resume_step": resume_step,
-                "fired_dir": str(fired_dir),
-                "origin_ns": origin_ns,
-                "origin_file": str(origin_file),
+                "world_size": self.world,
+                "checkpoint_dir": str(self.root),
+                "resume": str(self.resume) if self.resume else None,
+                "resume_step": self.resume_step,
+                "fired_dir": str(self.fired_dir),
+                "origin_ns": self.origin_ns,
+                "origin_file": str(self.origin_file),
             },
         }
-        attempt_spec = replace(
-            spec,
+        return replace(
+            self.spec,
             params=params,
-            world_size=world,
-            faults=[f for f in pending if f["kind"] != "corrupt"],
+            world_size=self.world,
+            faults=[f for f in self.pending if f["kind"] != "corrupt"],
             stream=True,  # a failed attempt has no result: its spans only arrive streamed
-            run_dir=run_dir / f"attempt{attempt}",
+            run_dir=self.run_dir / f"attempt{attempt}",
         )
-        try:
-            result = launch(attempt_spec, on_message=listen, cancel=cancel)
-        except RunFailed as exc:
-            if origin_ns is None and origin_file.exists():
-                origin_ns = int(json.loads(origin_file.read_text())["origin_ns"])
-            detected_ns = (
-                int(exc.detected_at * 1e9) + mono_offset_ns
-                if exc.detected_at is not None
-                else time.perf_counter_ns()
+
+    def _resumed(self, spans: list[Span]) -> None:
+        """Marks of the previous restart seen from this attempt: resumed, caught up."""
+        if not self.failures:
+            return
+        last = self.failures[-1]
+        last.resumed_t = _first_step_start(spans, last.resumed_step + 1)
+        if last.resumed_t is not None:
+            self.marks.append(
+                Mark(last.resumed_t, "resume", f"resumed at step {last.resumed_step + 1}")
             )
-            if failures:
-                failures[-1].resumed_t = _first_step_start(got_spans, failures[-1].resumed_step + 1)
-            completed = max(_completed_step(got_spans), resume_step)
-            counters.extend(got_counters)
-            fired = _fired(fired_dir, pending)
-            failed_ns = min((r["t_ns"] for r in fired.values()), default=None)
-            timed = [f for f in pending if f.get("after_s") is not None and f["rank"] == exc.rank]
-            # Each fault fires once per run: step faults left a record; a timed one
-            # is retired when its rank is the one that failed.
-            pending = [f for f in pending if f["index"] not in fired and f not in timed]
-            failed_t = seconds(failed_ns) if failed_ns is not None else None
-            if failed_t is not None:
-                first = min(fired.values(), key=lambda r: r["t_ns"])
-                marks.append(Mark(failed_t, "failure", _failure_label(first), rank=first["rank"]))
-            detected_t = seconds(detected_ns)
-            if failed_t is None and timed:
-                # A timer fired it (runtime.worker): when exactly is not recorded, so the
-                # mark sits at the detection and detection_s stays unknown.
-                what = "killed (SIGKILL)" if timed[0]["kind"] == "kill" else "hung (SIGSTOP)"
-                label = f"fault: rank {exc.rank} {what} by a timer {timed[0]['after_s']:g} s after its start"
-                marks.append(Mark(detected_t, "failure", label, rank=exc.rank))
-            delay = f" ({(detected_t - failed_t) * 1e3:.0f} ms later)" if failed_t else ""
-            marks.append(
+        caught = [s.end for s in spans if s.kind == STEP_END_KIND and s.step == last.completed_step]
+        if last.completed_step > last.resumed_step and caught:
+            self.marks.append(
                 Mark(
-                    detected_t,
-                    "detection",
-                    f"launcher detected: rank {exc.rank} {exc.cause}{delay}",
-                    rank=exc.rank,
+                    max(caught),
+                    "recomputed",
+                    f"caught up: steps {last.resumed_step + 1}–{last.completed_step} recomputed",
                 )
             )
-            if attempt >= policy.max_restarts:
-                raise RunFailed(
-                    exc.rank,
-                    f"{exc.cause}; gave up after {attempt} restart(s) (max_restarts={policy.max_restarts})",
-                    exc.log_path,
-                    exc.detected_at,
-                ) from None
-            now_t = seconds(time.perf_counter_ns())
-            new_marks, corrupted = _prepare_restart(root, pending, now_t)
-            marks.extend(new_marks)
-            if corrupted:
-                pending = [f for f in pending if f["kind"] != "corrupt"]
-            resume, skipped = ckpt.newest_valid(root)
-            for path, reason in skipped:
-                marks.append(
-                    Mark(
-                        now_t,
-                        "checkpoint-invalid",
-                        f"{path.name} not loaded: {reason}; falling back to an older one",
-                    )
-                )
-                ckpt.set_aside(path, "invalid")
-            resume_step = ckpt.read_meta(resume)["step"] if resume else 0
-            spans.extend(_lost(got_spans, resume_step))
-            if resume_step < completed:
-                marks.append(
-                    Mark(
-                        now_t,
-                        "lost",
-                        f"lost work: steps {resume_step + 1}–{completed} "
-                        f"({completed - resume_step}) must be recomputed",
-                    )
-                )
-            world = policy.resume_world_size or world
-            restart_t = seconds(time.perf_counter_ns())
-            source = f"checkpoint step {resume_step}" if resume else "step 0 (no valid checkpoint)"
-            marks.append(
+
+    # -- a failed attempt ------------------------------------------------------------------
+    def failed(self, exc: RunFailed, attempt: _Attempt) -> None:
+        """Mark the failure and its detection, then get ready to restart (or give up)."""
+        self._read_origin()
+        self._resumed(attempt.spans)
+        self.counters.extend(attempt.counters)
+        completed = max(_completed_step(attempt.spans), self.resume_step)
+        failed_t, detected_t = self._mark_failure(exc)
+        if len(self.failures) >= self.policy.max_restarts:
+            raise RunFailed(
+                exc.rank,
+                f"{exc.cause}; gave up after {len(self.failures)} restart(s) "
+                f"(max_restarts={self.policy.max_restarts})",
+                exc.log_path,
+                exc.detected_at,
+            )
+        now_t = self.seconds(time.perf_counter_ns())
+        self._choose_checkpoint(now_t)
+        self.spans.extend(_lost(attempt.spans, self.resume_step))
+        if self.resume_step < completed:
+            self.marks.append(
                 Mark(
-                    restart_t,
-                    "restart",
-                    f"restart {attempt + 1}/{policy.max_restarts}: {world} ranks from {source}",
+                    now_t,
+                    "lost",
+                    f"lost work: steps {self.resume_step + 1}–{completed} "
+                    f"({completed - self.resume_step}) must be recomputed",
                 )
             )
-            failures.append(
-                _Failure(
-                    exc.rank, exc.cause, failed_t, detected_t, restart_t, completed, resume_step
+        self.world = self.policy.resume_world_size or self.world
+        restart_t = self.seconds(time.perf_counter_ns())
+        source = (
+            f"checkpoint step {self.resume_step}" if self.resume else "step 0 (no valid checkpoint)"
+        )
+        self.marks.append(
+            Mark(
+                restart_t,
+                "restart",
+                f"restart {len(self.failures) + 1}/{self.policy.max_restarts}: "
+                f"{self.world} ranks from {source}",
+            )
+        )
+        self.failures.append(
+            _Failure(
+                exc.rank,
+                exc.cause,
+                failed_t,
+                detected_t,
+                restart_t,
+                completed,
+                self.resume_step,
+            )
+        )
+
+    def _mark_failure(self, exc: RunFailed) -> tuple[float | None, float]:
+        """Failure and detection Marks; retire the faults that fired (each fires once per
+        run: a step fault left a record, a timed one is retired when its rank failed)."""
+        detected_ns = (
+            int(exc.detected_at * 1e9) + self.mono_offset_ns
+            if exc.detected_at is not None
+            else time.perf_counter_ns()
+        )
+        detected_t = self.seconds(detected_ns)
+        fired = _fired(self.fired_dir, self.pending)
+        timed = [f for f in self.pending if f.get("after_s") is not None and f["rank"] == exc.rank]
+        self.pending = [f for f in self.pending if f["index"] not in fired and f not in timed]
+        failed_t = None
+        if fired:
+            first = min(fired.values(), key=lambda r: r["t_ns"])
+            failed_t = self.seconds(first["t_ns"])
+            self.marks.append(Mark(failed_t, "failure", _failure_label(first), rank=first["rank"]))
+        elif timed:
+            # A timer fired it (runtime.worker): when exactly is not recorded, so the
+            # mark sits at the detection and detection_s stays unknown.
+            what = "killed (SIGKILL)" if timed[0]["kind"] == "kill" else "hung (SIGSTOP)"
+            label = (
+                f"fault: rank {exc.rank} {what} by a timer "
+                f"{timed[0]['after_s']:g} s after its start"
+            )
+            self.marks.append(Mark(detected_t, "failure", label, rank=exc.rank))
+        delay = f" ({(detected_t - failed_t) * 1e3:.0f} ms later)" if failed_t else ""
+        self.marks.append(
+            Mark(
+                detected_t,
+                "detection",
+                f"launcher detected: rank {exc.rank} {exc.cause}{delay}",
+                rank=exc.rank,
+            )
+        )
+        return failed_t, detected_t
+
+    def _choose_checkpoint(self, t: float) -> None:
+        """Clean up, apply a pending corruption, pick the newest valid checkpoint."""
+        marks, corrupted = _prepare_restart(self.root, self.pending, t)
+        self.marks.extend(marks)
+        if corrupted:
+            self.pending = [f for f in self.pending if f["kind"] != "corrupt"]
+        self.resume, skipped = ckpt.newest_valid(self.root)
+        for path, reason in skipped:
+            self.marks.append(
+                Mark(
+                    t,
+                    "checkpoint-invalid",
+                    f"{path.name} not loaded: {reason}; falling back to an older one",
                 )
             )
-            continue
-        if origin_ns is None and origin_file.exists():
-            origin_ns = int(json.loads(origin_file.read_text())["origin_ns"])
-        final_spans = result.spans or got_spans
-        if failures:
-            last = failures[-1]
-            last.resumed_t = _first_step_start(final_spans, last.resumed_step + 1)
-            if last.resumed_t is not None:
-                marks.append(
-                    Mark(last.resumed_t, "resume", f"resumed at step {last.resumed_step + 1}")
-                )
-            if last.completed_step > last.resumed_step:
-                caught = [
-                    s.end
-                    for s in final_spans
-                    if s.kind == STEP_END_KIND and s.step == last.completed_step
-                ]
-                if caught:
-                    marks.append(
-                        Mark(
-                            max(caught),
-                            "recomputed",
-                            f"caught up: steps {last.resumed_step + 1}–{last.completed_step} recomputed",
-                        )
-                    )
-        spans.extend(final_spans)
-        counters.extend(result.counters or got_counters)
-        marks.extend(_progress_marks(spans))
+            ckpt.set_aside(path, "invalid")
+        self.resume_step = ckpt.read_meta(self.resume)["step"] if self.resume else 0
+
+    # -- the attempt that finished ---------------------------------------------------------
+    def finished(self, result: LaunchResult, attempt: _Attempt) -> LaunchResult:
+        self._read_origin()
+        final_spans = result.spans or attempt.spans
+        self._resumed(final_spans)
+        self.spans.extend(final_spans)
+        self.counters.extend(result.counters or attempt.counters)
+        self.marks.extend(_progress_marks(self.spans))
+        summaries = [f.summary() for f in self.failures]
         summary = {
-            "restarts": len(failures),
-            "world_sizes": worlds,
-            "failures": [f.summary() for f in failures],
-            "lost_steps": sum(f.summary()["lost_steps"] for f in failures),
+            "restarts": len(self.failures),
+            "world_sizes": self.worlds,
+            "failures": summaries,
+            "lost_steps": sum(f["lost_steps"] for f in summaries),
         }
         for rank_result in result.rank_results:
             rank_result["supervisor"] = summary
         return LaunchResult(
-            spans=sorted(spans, key=lambda s: (s.start, s.rank)),
+            spans=sorted(self.spans, key=lambda s: (s.start, s.rank)),
             rank_results=result.rank_results,
             backend=result.backend,
-            run_dir=run_dir,
-            wall_s=(time.perf_counter_ns() - started_ns) / 1e9,
-            counters=sorted(counters, key=lambda c: (c.t, c.rank)),
-            marks=sorted(marks, key=lambda m: m.t),
+            run_dir=self.run_dir,
+            wall_s=(time.perf_counter_ns() - self.started_ns) / 1e9,
+            counters=sorted(self.counters, key=lambda c: (c.t, c.rank)),
+            marks=sorted(self.marks, key=lambda m: m.t),
         )
 
 

@@ -117,6 +117,15 @@ class FailureResume(Scenario):
                         f"are written at steps {', '.join(map(str, saves[:6]))}"
                         + ("…" if len(saves) > 6 else "")
                     )
+        later = sorted((f for f in faults if f.rank is not None), key=lambda f: f.step or 0)[1:]
+        shrunk = params["resume_ranks"]
+        for fault in later:
+            if shrunk and fault.rank is not None and fault.rank >= shrunk:
+                raise ParamError(
+                    f"--fault {fault.describe()!r}: after the first restart the run has "
+                    f"resume_ranks={shrunk} ranks, so a later fault must name a rank in "
+                    f"0..{shrunk - 1}"
+                )
         if any(f.kind == "corrupt" for f in faults) and not any(
             f.kind != "corrupt" for f in faults
         ):

@@ -92,13 +92,24 @@ def test_corrupted_newest_checkpoint_is_skipped_and_said_why() -> None:
     assert any("step-000010" in lbl and "SHA-256" in lbl for lbl in invalid)
 
 
-def test_hung_rank_is_detected_by_heartbeat_and_resumed() -> None:
-    doc, _ = run("-p", "steps=10", "-p", "checkpoint_every=3", "--fault", "hang:rank=3,step=5")
+def test_a_kill_then_a_hang_two_restarts_still_bitwise() -> None:
+    doc, _ = run(
+        "-p",
+        "steps=12",
+        "-p",
+        "checkpoint_every=3",
+        "--fault",
+        "kill:rank=1,step=5",
+        "--fault",
+        "hang:rank=3,step=11",
+    )
     m = doc["metrics"]
-    assert (m["restarts"], m["resumed_from_steps"], m["lost_steps"]) == (1, [3], 1)
+    assert (m["restarts"], m["resumed_from_steps"], m["lost_steps"]) == (2, [3, 9], 1 + 1)
     assert m["bitwise_equal_to_uninterrupted"] is True
-    assert m["detection_s"] >= 3  # the launcher's heartbeat timeout, not a sentinel
-    assert "stopped answering" in labels(doc, "detection")[0]
+    detections = labels(doc, "detection")
+    assert "killed by SIGKILL" in detections[0]  # the sentinel, at once
+    assert "stopped answering" in detections[1]  # the heartbeat timeout
+    assert kinds(doc).count("restart") == kinds(doc).count("resume") == 2
 
 
 @pytest.mark.parametrize("sharding", ["ddp", "zero1"])
@@ -157,6 +168,17 @@ def test_restart_budget_exhausted_fails_cleanly() -> None:
         (["--fault", "kill:rank=1,during=checkpoint,step=7"], "no checkpoint at step 7"),
         (["--ranks", "3"], "power of two"),
         (["-p", "resume_ranks=3"], "resume_ranks"),
+        (
+            [
+                "-p",
+                "resume_ranks=2",
+                "--fault",
+                "kill:rank=0,step=3",
+                "--fault",
+                "kill:rank=3,step=9",
+            ],
+            "rank in 0..1",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:
