@@ -68,10 +68,11 @@ class IntervalStudy:
     work: float
 
     def to_dict(self) -> dict:
+        # Names end in "_fraction" so every front end shows them as percentages.
         return {
             "interval_s": self.intervals,
-            "overhead_simulated": self.overhead_simulated,
-            "overhead_expected": self.overhead_expected,
+            "overhead_simulated_fraction": self.overhead_simulated,
+            "overhead_expected_fraction": self.overhead_expected,
         }
 
 

@@ -279,10 +279,19 @@ class FailureResume(Scenario):
                     ),
                     "final_loss": rank_results[0].get("final_loss"),
                     "final_loss_uninterrupted": rank_results[0].get("final_loss_uninterrupted"),
+                    # Wall time of the whole run, restarts included: the prediction
+                    # assumes no failure, so the difference is what the failures cost.
                     "measured_s": measured.makespan,
+                    "step_s": _median_step(measured),
                     "checkpoint_write_s": rank_results[0].get("compute_costs", {}).get("ckpt"),
                 }
             )
+            if out["checkpoint_write_s"] and out["step_s"]:
+                # Daly's interval for this machine's checkpoint cost and the given mtbf,
+                # in steps of this run: what checkpoint_every should be.
+                here = checkpoint_interval.daly_interval(out["checkpoint_write_s"], params["mtbf"])
+                out["daly_interval_here_s"] = here
+                out["daly_checkpoint_every_steps"] = max(1, round(here / out["step_s"]))
         interval = checkpoint_interval.study(
             params["save_cost"], params["mtbf"], params["restart_cost"]
         )
@@ -299,6 +308,18 @@ class FailureResume(Scenario):
             }
         )
         return out
+
+
+def _median_step(measured: Timeline) -> float | None:
+    """Median wall time of one training step (checkpoint writes and lost work excluded)."""
+    bounds: dict[int, list[float]] = {}
+    for span in measured.spans:
+        if span.step is None or span.kind == "checkpoint" or "(lost)" in span.label:
+            continue
+        lo_hi = bounds.setdefault(span.step, [span.start, span.end])
+        lo_hi[0], lo_hi[1] = min(lo_hi[0], span.start), max(lo_hi[1], span.end)
+    durations = [hi - lo for lo, hi in bounds.values()]
+    return statistics.median(durations) if durations else None
 
 
 def _int(name, default, es, en, minimum, maximum, predict_maximum=None) -> Param:
@@ -465,12 +486,15 @@ SCENARIO = FailureResume(
                 "intervalo por fallo. Young (1974) equilibra ambos: τ ≈ √(2CM). Daly (2006) añade los "
                 "términos siguientes (fallos durante el guardado y el rearranque). Una simulación de "
                 "Monte Carlo de una ejecución larga con fallos exponenciales traza el sobrecoste en "
-                "función de τ: su mínimo cae sobre el de Daly.",
+                "función de τ: su mínimo cae sobre el de Daly. Tras una ejecución, "
+                "daly_checkpoint_every_steps convierte el intervalo de Daly, con el coste de guardar "
+                "medido en esta máquina, en un checkpoint_every.",
                 "en": "Saving often costs C each time; saving rarely loses, on average, half an "
                 "interval per failure. Young (1974) balances the two: τ ≈ √(2CM). Daly (2006) adds the "
                 "next terms (failures while saving and restarting). A Monte-Carlo simulation of a long "
                 "run with exponential failures traces the overhead as a function of τ: its minimum "
-                "lands on Daly's.",
+                "lands on Daly's. After a run, daly_checkpoint_every_steps turns Daly's interval, with the "
+                "checkpoint cost measured on this machine, into a checkpoint_every.",
             },
             formula="τ_Young = √(2CM) ;  τ_Daly = √(2CM)[1 + ⅓√(C/2M) + (C/2M)/9] − C",
             metric="daly_interval_s",

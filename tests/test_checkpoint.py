@@ -234,3 +234,28 @@ def test_predict_is_fast_and_never_imports_torch() -> None:
     assert doc["young_interval_s"] == pytest.approx(1138.42, rel=1e-4)
     assert doc["simulated_optimal_interval_s"] == pytest.approx(doc["daly_interval_s"], rel=0.05)
     assert time.monotonic() - started < 30  # generous; the figure itself is in the report
+
+
+def test_html_export_plots_the_interval_curve_with_the_three_intervals(tmp_path: Path) -> None:
+    from playground import session
+    from playground.export.html import write_html
+    from playground.export.interval import build_interval_figure
+
+    outcome = session.predict("failure-resume", {"mtbf": "3h", "save_cost": "60s"})
+    figure = build_interval_figure(outcome.metrics)
+    assert figure is not None
+    lines = [shape.x0 for shape in figure.layout.shapes]
+    m = outcome.metrics
+    assert lines == [
+        m["young_interval_s"],
+        m["daly_interval_s"],
+        m["simulated_optimal_interval_s"],
+    ]
+    curve = figure.data[0]
+    assert list(curve.x) == m["overhead_curve"]["interval_s"]
+    assert figure.layout.xaxis.type == "log"
+    path = tmp_path / "interval.html"
+    write_html(outcome, path)
+    text = path.read_text()
+    assert "simulated optimum" in text and "Young" in text and "Daly" in text
+    assert build_interval_figure({"predicted_s": 1.0}) is None  # other lessons: no figure

@@ -47,7 +47,7 @@ def build_interval_figure(metrics: dict[str, Any]) -> go.Figure | None:
     fig.add_trace(
         go.Scatter(
             x=taus,
-            y=[100 * v for v in curve["overhead_simulated"]],
+            y=[100 * v for v in curve["overhead_simulated_fraction"]],
             mode="markers+lines",
             name="Monte-Carlo (exponential failures)",
             marker={"size": 5, "color": "#59A14F"},
@@ -55,11 +55,11 @@ def build_interval_figure(metrics: dict[str, Any]) -> go.Figure | None:
             hovertemplate="τ = %{x:.4g} s<br>overhead %{y:.3f} %<extra>simulated</extra>",
         )
     )
-    if curve.get("overhead_expected"):
+    if curve.get("overhead_expected_fraction"):
         fig.add_trace(
             go.Scatter(
                 x=taus,
-                y=[100 * v for v in curve["overhead_expected"]],
+                y=[100 * v for v in curve["overhead_expected_fraction"]],
                 mode="lines",
                 name="expected (exact, same model)",
                 line={"width": 1.5, "color": "#BAB0AC", "dash": "dash"},
