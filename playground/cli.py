@@ -93,7 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="SPEC",
-        help="inject a failure: kill:rank=R,after=0.5s or hang:rank=R,after=1s (repeatable)",
+        help="inject a failure: kill:rank=R,after=0.5s or hang:rank=R,after=1s; in lessons "
+        "with steps also kill:rank=R,step=K, kill:rank=R,during=checkpoint, "
+        "corrupt:checkpoint=latest (repeatable)",
     )
     p.add_argument(
         "--hardware", metavar="NAME", help="predict with a named profile instead of calibration"

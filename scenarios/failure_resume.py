@@ -277,6 +277,8 @@ class FailureResume(Scenario):
                     "bitwise_equal_to_uninterrupted": all(
                         r.get("bitwise_equal") for r in rank_results
                     ),
+                    "parameters_sha256": rank_results[0].get("parameters_sha256"),
+                    "optimizer_sha256": rank_results[0].get("optimizer_sha256"),
                     "final_loss": rank_results[0].get("final_loss"),
                     "final_loss_uninterrupted": rank_results[0].get("final_loss_uninterrupted"),
                     # Wall time of the whole run, restarts included: the prediction

@@ -37,6 +37,7 @@ Engine part: imports torch (rank processes only; the UI never imports this).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -419,6 +420,11 @@ def run_rank(ctx: Any) -> dict[str, Any]:
     last = params["steps"]
     return {
         "bitwise_equal": bool(every_rank.item()),
+        # Fingerprints of the final state, to compare with runs launched separately.
+        "parameters_sha256": hashlib.sha256(trainer.flat.numpy().tobytes()).hexdigest(),
+        "optimizer_sha256": hashlib.sha256(
+            trainer.exp_avg.numpy().tobytes() + trainer.exp_avg_sq.numpy().tobytes()
+        ).hexdigest(),
         "checks": checks,
         "resumed_from_step": start,
         "losses": {str(k): v for k, v in trainer.losses.items()},

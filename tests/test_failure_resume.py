@@ -135,6 +135,12 @@ def test_resume_on_fewer_ranks_continues_the_same_curve(sharding: str) -> None:
     assert losses[8] == losses[9]  # step 9 on 4 ranks and recomputed on 2: the same loss
     assert losses[-1] == m["final_loss"]
     assert {s["rank"] for s in doc["measured"] if s.get("step") == 12} == {0, 1}
+    if sharding == "ddp":
+        # And equal to an uninterrupted 4-rank run launched on its own.
+        plain, _ = run("-p", "steps=12", "-p", "checkpoint_every=4")
+        assert plain["metrics"]["restarts"] == 0
+        for key in ("parameters_sha256", "optimizer_sha256", "final_loss"):
+            assert plain["metrics"][key] == m[key], key
 
 
 def test_restart_budget_exhausted_fails_cleanly() -> None:
