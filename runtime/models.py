@@ -35,6 +35,13 @@ class GPTConfig:
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
 
+    @classmethod
+    def from_params(cls, params: dict) -> GPTConfig:
+        """The model knobs of a scenario's params (`vocab`, `seq`, `hidden`, `heads`,
+        `layers`, and `seed` when the scenario has one)."""
+        names = ("vocab", "seq", "hidden", "heads", "layers", "seed")
+        return cls(**{name: int(params[name]) for name in names if name in params})
+
 
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: GPTConfig):

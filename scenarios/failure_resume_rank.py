@@ -67,14 +67,7 @@ DATASET_BATCHES = 4  # the dataset holds this many global batches: an epoch ever
 
 
 def config(params: dict[str, Any]) -> GPTConfig:
-    return GPTConfig(
-        vocab=params["vocab"],
-        seq=params["seq"],
-        hidden=params["hidden"],
-        heads=params["heads"],
-        layers=params["layers"],
-        seed=params["seed"],
-    )
+    return GPTConfig.from_params(params)
 
 
 def lr_at(step: int, total: int) -> float:

@@ -37,13 +37,7 @@ CALIBRATION_REPS = 5
 
 
 def config(params: dict[str, Any]) -> GPTConfig:
-    return GPTConfig(
-        vocab=params["vocab"],
-        seq=params["seq"],
-        hidden=params["hidden"],
-        heads=params["heads"],
-        layers=params["layers"],
-    )
+    return GPTConfig.from_params(params)
 
 
 def schedule_of(action: Action) -> str:

@@ -38,13 +38,7 @@ COMPUTE = frozenset({"F", "B", "opt"})
 
 
 def config(params: dict[str, Any]) -> GPTConfig:
-    return GPTConfig(
-        vocab=params["vocab"],
-        seq=params["seq"],
-        hidden=params["hidden"],
-        heads=params["heads"],
-        layers=params["layers"],
-    )
+    return GPTConfig.from_params(params)
 
 
 def stage_of(action: Action) -> str:

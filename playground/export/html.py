@@ -40,6 +40,7 @@ from plotly.subplots import make_subplots
 from playground.export.interval import interval_html
 from playground.export.memory import memory_html
 from playground.formatting import format_metric
+from playground.palette import KIND_COLORS
 from runtime.files import write_text_atomic
 from runtime.trace import Span, Timeline
 from runtime.units import format_bytes, format_seconds
@@ -47,26 +48,7 @@ from runtime.units import format_bytes, format_seconds
 if TYPE_CHECKING:
     from playground.session import Outcome
 
-# Fixed colours per action kind (Tableau-like, distinguishable side by side):
-# compute kinds in one family of hues, communication in another, barrier grey.
-KIND_COLORS: dict[str, str] = {
-    "F": "#4E79A7",
-    "B": "#F28E2B",
-    "W": "#EDC948",
-    "opt": "#B07AA1",
-    "compute": "#76B7B2",
-    "reduce": "#9C755F",
-    "prefill": "#FF9DA7",
-    "decode": "#E15759",
-    "sendrecv": "#59A14F",
-    "send": "#8CD17D",
-    "recv": "#499894",
-    "all_reduce": "#D37295",
-    "reduce_scatter": "#A0CBE8",
-    "all_gather": "#86BCB6",
-    "broadcast": "#FABFD2",
-    "barrier": "#BAB0AC",
-}
+# Fixed colours per action kind, shared with the app (playground.palette).
 # Idle time of a pipeline rank (its share of the bubble): pale, drawn under the bars.
 IDLE_COLOR = "rgba(160, 160, 160, 0.28)"
 PIPELINE_COMPUTE = frozenset({"F", "B", "W"})

@@ -30,21 +30,13 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from playground.palette import CATEGORY_COLORS, OTHER_COLOR
 from runtime.units import format_bytes
 
 if TYPE_CHECKING:
     from playground.session import Outcome
 
-# The app's colours (playground.widgets.memory), so a category looks the same everywhere.
-CATEGORY_COLORS = {
-    "params": "#4E79A7",
-    "grads": "#F28E2B",
-    "optimizer": "#E15759",
-    "activations": "#59A14F",
-    "buffers": "#B07AA1",
-}
 CATEGORY_ORDER = tuple(CATEGORY_COLORS)
-OTHER_COLOR = "#7F7F7F"
 PREDICTED_OPACITY = 0.55
 
 Row = tuple[str, int, bool, dict[str, float]]

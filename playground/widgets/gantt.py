@@ -35,31 +35,12 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
+from playground.palette import KIND_COLORS, OTHER_COLOR
 from runtime.trace import Span, Timeline
 from runtime.units import format_seconds
 
 LABEL_WIDTH = 7
 MODES = ("both", "measured", "predicted")
-# Terminal colours per kind: the HTML export's hues, as close as 256 colours allow.
-KIND_COLORS = {
-    "F": "#4E79A7",
-    "B": "#F28E2B",
-    "W": "#EDC948",
-    "opt": "#B07AA1",
-    "compute": "#76B7B2",
-    "reduce": "#9C755F",
-    "prefill": "#FF9DA7",
-    "decode": "#E15759",
-    "sendrecv": "#59A14F",
-    "send": "#8CD17D",
-    "recv": "#499894",
-    "all_reduce": "#D37295",
-    "reduce_scatter": "#A0CBE8",
-    "all_gather": "#86BCB6",
-    "broadcast": "#FABFD2",
-    "barrier": "#6F6A66",
-}
-OTHER_COLOR = "#7F7F7F"
 IDLE = Style(color="#5A5A5A")
 CURSOR = Style(bgcolor="#FFFFFF", color="#000000", bold=True)
 AXIS = Style(color="#9A9A9A")
@@ -68,7 +49,8 @@ CACHE_SIZE = 1024
 
 @cache
 def kind_style(kind: str, predicted: bool) -> Style:
-    color = KIND_COLORS.get(kind, OTHER_COLOR)
+    # Barriers darker than in the HTML: a light grey bar reads as empty in a terminal.
+    color = "#6F6A66" if kind == "barrier" else KIND_COLORS.get(kind, OTHER_COLOR)
     # Predicted bars are the same hue, dimmed: the eye pairs them with the measured ones.
     return Style(bgcolor=color, color="#000000" if not predicted else "#202020", dim=predicted)
 

@@ -19,16 +19,9 @@ from rich.style import Style
 from textual.strip import Strip
 from textual.widget import Widget
 
+from playground.palette import CATEGORY_COLORS, OTHER_COLOR
 from runtime.units import format_bytes
 
-CATEGORY_COLORS = {
-    "params": "#4E79A7",
-    "grads": "#F28E2B",
-    "optimizer": "#E15759",
-    "activations": "#59A14F",
-    "buffers": "#B07AA1",
-}
-OTHER = "#7F7F7F"
 LABEL_WIDTH = 14
 FIGURE_WIDTH = 10
 
@@ -103,7 +96,7 @@ class MemoryBars(Widget):
         if kind == "legend":
             segments = []
             for name in self.categories():
-                segments.append(Segment("■ ", Style(color=CATEGORY_COLORS.get(name, OTHER))))
+                segments.append(Segment("■ ", Style(color=CATEGORY_COLORS.get(name, OTHER_COLOR))))
                 segments.append(Segment(f"{name}  ", Style(color="#B0B0B0")))
             segments.append(Segment(self.words["note"], Style(dim=True)))
             return Strip(segments).crop(0, width)
@@ -126,7 +119,9 @@ class MemoryBars(Widget):
             position += value / scale * plot
             cells = max(1, round(position) - used)
             char = "▒" if row.predicted else "█"
-            segments.append(Segment(char * cells, Style(color=CATEGORY_COLORS.get(name, OTHER))))
+            segments.append(
+                Segment(char * cells, Style(color=CATEGORY_COLORS.get(name, OTHER_COLOR)))
+            )
             used += cells
         segments.append(Segment(" " * max(0, plot - used)))
         segments.append(
