@@ -153,6 +153,9 @@ class FailureResume(Scenario):
         for k in range(1, params["steps"] + 1):
             for r in group:
                 common = dict(rank=r, step=k, phase="train")
+                # A collective is where a dead peer strands the survivors: the cursor on
+                # one tells why everyone restarts.
+                collective = dict(rank=r, step=k, phase="collective")
                 program.add(
                     Action(
                         id=f"s{k}.fb@r{r}",
@@ -172,7 +175,7 @@ class FailureResume(Scenario):
                         bytes=world * (numel + 1) * FP32,
                         group=group,
                         args=(("op", "grads"),),
-                        **common,
+                        **collective,
                     )
                 )
                 program.add(
@@ -195,7 +198,7 @@ class FailureResume(Scenario):
                             bytes=world * shard * FP32,
                             group=group,
                             args=(("op", "params"),),
-                            **common,
+                            **collective,
                         )
                     )
                 if k in saves:
@@ -207,7 +210,9 @@ class FailureResume(Scenario):
                             label=f"checkpoint {k}",
                             cost_key="ckpt",
                             step=k,
-                            phase="checkpoint",
+                            # The first checkpoint tells how one is written (atomicity);
+                            # the later ones, how often to pay for one (Young and Daly).
+                            phase="checkpoint" if k == min(saves) else "interval",
                             args=(("op", "ckpt"),),
                         )
                     )
@@ -478,7 +483,7 @@ SCENARIO = FailureResume(
             },
             formula="lost = steps since checkpoint + detection + restart",
             metric="lost_steps",
-            phases=("failure", "restart"),
+            phases=("collective",),
         ),
         NarrativeStep(
             "interval",
