@@ -199,3 +199,41 @@ def test_step_faults_are_refused_where_there_are_no_steps() -> None:
     out = playground("run", "ring-allreduce", "--ranks", "2", "--fault", "kill:rank=1,step=3")
     assert out.returncode == 2 and "failure-resume" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_real_checkpoints_hold_every_piece_of_state() -> None:
+    from pathlib import Path
+
+    from playground import session
+    from runtime import checkpoint as ckpt
+
+    outcome = session.run(
+        "failure-resume",
+        {"ranks": "2", "steps": "6", "checkpoint_every": "3", "sharding": "zero1"},
+        faults=["kill:rank=1,step=5"],
+        hardware="cpu-default",
+    )
+    root = Path(outcome.run_dir) / "checkpoints"
+    assert [s for s, _ in ckpt.committed(root)] == [6, 3] and not ckpt.incomplete(root)
+    path = ckpt.step_dir(root, 6)
+    assert ckpt.validate(path) is None
+    assert set(json.loads((path / ckpt.MANIFEST).read_text())["files"]) == {
+        "meta.json",
+        "model.safetensors",
+        "optimizer.rank0.safetensors",
+        "optimizer.rank1.safetensors",
+        "rank0.json",
+        "rank1.json",
+    }
+    meta = ckpt.read_meta(path)
+    assert (meta["step"], meta["world_size"], meta["sharding"]) == (6, 2, "zero1")
+    assert (meta["epoch"], meta["batches_consumed_in_epoch"]) == (1, 2)  # 4 batches an epoch
+    assert meta["samples_consumed"] == 6 * 16 and len(meta["epoch_order"]) == 64
+    assert meta["lr_scheduler"]["last_step"] == 6 and meta["optimizer"]["step"] == 6
+    assert "loss_scaler" in meta and meta["model"]["hidden"] == 32
+    rng = json.loads((path / "rank1.json").read_text())
+    assert set(rng) == {"python", "numpy", "torch"}
+    assert len(rng["python"]["internal"]) == 625 and len(rng["numpy"]["keys"]) == 624
+    shards = meta["optimizer_shards"]
+    assert shards[0][0] == 0 and shards[-1][1] == outcome.metrics["parameters"]
+    assert outcome.metrics["bitwise_equal_to_uninterrupted"] is True
