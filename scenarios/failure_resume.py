@@ -92,6 +92,14 @@ class FailureResume(Scenario):
             raise ParamError(
                 f"hidden={params['hidden']}: must be a multiple of heads={params['heads']}"
             )
+        for name in ("save_cost", "restart_cost"):
+            # Young's and Daly's expansions (and a simulation that has to finish) assume
+            # saving and restarting cost far less than the time between failures.
+            if params[name] > params["mtbf"] / 10:
+                raise ParamError(
+                    f"{name}={params[name]:g}s: must be at most a tenth of mtbf={params['mtbf']:g}s "
+                    "(a job that fails before it can save never finishes)"
+                )
         if mode == "run" and parameter_count(params) > MAX_RUN_PARAMETERS:
             raise ParamError(
                 f"the model has {parameter_count(params):,} parameters; a real run here allows "

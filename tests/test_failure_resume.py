@@ -170,6 +170,7 @@ def test_restart_budget_exhausted_fails_cleanly() -> None:
         (["--fault", "kill:rank=4,step=3"], "rank must be in 0..3"),
         (["-p", "mtbf=-1"], "mtbf"),
         (["-p", "save_cost=abc"], "save_cost"),
+        (["-p", "mtbf=1min", "-p", "save_cost=10s"], "a tenth of mtbf"),
         (["--fault", "corrupt:checkpoint=latest"], "add a failure"),
         (["--fault", "kill:rank=1,during=checkpoint,step=7"], "no checkpoint at step 7"),
         (["--ranks", "3"], "power of two"),
