@@ -21,6 +21,7 @@ Imports: plotly and runtime's pure part; never torch.
 
 from __future__ import annotations
 
+import math
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,11 @@ LINES = (
     ("daly_interval_s", "Daly", "#4E79A7", "dot"),
     ("simulated_optimal_interval_s", "simulated optimum", "#E15759", "solid"),
 )
+
+
+def _seconds(value: float) -> str:
+    """Whole seconds once they are many (1,099 s reads better than 1.1e+03 s)."""
+    return f"{value:,.0f} s" if value >= 100 else format_seconds(value)
 
 
 def build_interval_figure(metrics: dict[str, Any]) -> go.Figure | None:
@@ -66,16 +72,25 @@ def build_interval_figure(metrics: dict[str, Any]) -> go.Figure | None:
                 hovertemplate="τ = %{x:.4g} s<br>overhead %{y:.3f} %<extra>expected</extra>",
             )
         )
-    for key, name, color, dash in LINES:
+    for row, (key, name, color, dash) in enumerate(LINES):
         value = metrics.get(key)
         if value is None:
             continue
-        fig.add_vline(
-            x=value,
-            line={"color": color, "dash": dash, "width": 2},
-            annotation_text=escape(f"{name}: {format_seconds(value)}"),
-            annotation_position="top",
-            annotation_textangle=-90,
+        fig.add_vline(x=value, line={"color": color, "dash": dash, "width": 2})
+        # The label as a separate annotation: on a log axis an annotation's x is the
+        # log10 of the value, a shape's is the value itself (plotly.py #2580, #4012),
+        # so add_vline's own annotation would land elsewhere.
+        # Stacked one under the other: Daly's line and the simulated optimum nearly touch.
+        fig.add_annotation(
+            x=math.log10(value),
+            xref="x",
+            y=0.98 - 0.08 * row,
+            yref="paper",
+            xanchor="left",
+            xshift=4,
+            text=escape(f"{name}: {_seconds(value)}"),
+            showarrow=False,
+            font={"color": color},
         )
         # An invisible point per line, so each has a legend entry and a hover.
         fig.add_trace(
@@ -83,14 +98,14 @@ def build_interval_figure(metrics: dict[str, Any]) -> go.Figure | None:
                 x=[value],
                 y=[None],
                 mode="lines",
-                name=escape(f"{name} = {format_seconds(value)}"),
+                name=escape(f"{name} = {_seconds(value)}"),
                 line={"color": color, "dash": dash, "width": 2},
             )
         )
     mtbf, cost = metrics.get("mtbf_s"), metrics.get("save_cost_s")
     title = "How often to checkpoint: overhead vs interval"
     if mtbf is not None and cost is not None:
-        title += escape(f" (M = {format_seconds(mtbf)}, C = {format_seconds(cost)})")
+        title += escape(f" (M = {_seconds(mtbf)}, C = {_seconds(cost)})")
     fig.update_xaxes(type="log", title_text="checkpoint interval τ (s, compute between saves)")
     fig.update_yaxes(title_text="overhead (% of the useful work)")
     fig.update_layout(
