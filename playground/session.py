@@ -21,7 +21,7 @@ from typing import Any
 
 from runtime import calibration
 from runtime.costmodel import CostModel
-from runtime.faults import parse_fault, require_timed
+from runtime.faults import parse_fault
 from runtime.launch import LaunchResult, LaunchSpec, launch
 from runtime.profiles import PROFILES, get_profile
 from runtime.simulate import simulate
@@ -123,8 +123,7 @@ def run(
     try:
         parsed_faults = [parse_fault(spec, world) for spec in faults or []]
         # Scenarios with steps and checkpoints check step faults against their params.
-        check = getattr(scenario, "check_faults", None)
-        check(params, parsed_faults) if check else require_timed(parsed_faults)
+        scenario.check_faults(params, parsed_faults)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if hardware:
@@ -145,9 +144,9 @@ def run(
         faults=[f.to_dict() for f in parsed_faults],
         stream=stream,
     )
-    restart_policy = getattr(scenario, "restart_policy", None)
-    if restart_policy is not None:  # restart like torchrun (runtime.supervise)
-        result = supervise(spec, restart_policy(params), on_message=on_message, cancel=cancel)
+    policy = scenario.restart_policy(params)
+    if policy is not None:  # restart like torchrun (runtime.supervise)
+        result = supervise(spec, policy, on_message=on_message, cancel=cancel)
     else:
         result = launch(spec, on_message=on_message, cancel=cancel)
     return _outcome(scenario, params, model, predicted, result)

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from runtime.costmodel import CostModel
+from runtime.faults import Fault, require_timed
 from runtime.program import Program
+from runtime.supervise import RestartPolicy
 from runtime.trace import Timeline
 from runtime.units import format_bytes, parse_bytes, parse_duration
 
@@ -203,6 +205,16 @@ class Scenario:
         rank_results: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         raise NotImplementedError
+
+    def check_faults(self, params: dict[str, Any], faults: list[Fault]) -> None:
+        """Refuse faults this scenario cannot honour (ValueError/ParamError naming why).
+        Default: only time-based faults; scenarios with steps and checkpoints allow more."""
+        require_timed(faults)
+
+    def restart_policy(self, params: dict[str, Any]) -> RestartPolicy | None:
+        """How to restart after a failure, like torchrun (runtime.supervise); None: a
+        failure ends the run."""
+        return None
 
     def memory_rows(
         self, params: dict[str, Any], metrics: dict[str, Any]
