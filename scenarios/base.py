@@ -33,6 +33,11 @@ class ParamError(ValueError):
     """A parameter the user got wrong; the message says what is allowed."""
 
 
+def _number(value: float) -> str:
+    """1048576, not 1.04858e+06: a bound the learner reads and types back."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 @dataclass(frozen=True)
 class Param:
     """One declared parameter.
@@ -62,7 +67,7 @@ class Param:
             many = " (or a comma list)" if self.kind == "choices" else ""
             return f"one of {', '.join(self.choices)}{many}"
         low, high = self.minimum, self.upper(mode)
-        show = format_bytes if self.kind == "bytes" else (lambda v: f"{v:g}")
+        show = format_bytes if self.kind == "bytes" else _number
         unit = " with a unit, e.g. 64KiB, 4MiB" if self.kind == "bytes" else ""
         if self.kind == "duration":
             unit = " with a unit, e.g. 0.5s, 90s, 3h"
