@@ -76,6 +76,11 @@ def format_bytes(n: float) -> str:
 def format_seconds(s: float) -> str:
     if s is None:
         return "-"
+    # Minutes and hours from ten of them: an MTBF reads "3 h", not "1.08e+04 s".
+    if abs(s) >= 36000 or abs(s) >= 3600 and float(s / 3600).is_integer():
+        return f"{s / 3600:.3g} h"
+    if abs(s) >= 600 or abs(s) >= 60 and float(s / 60).is_integer():
+        return f"{s / 60:.3g} min"
     if abs(s) >= 1:
         return f"{s:.3g} s"
     if abs(s) >= 1e-3:
