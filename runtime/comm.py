@@ -125,6 +125,10 @@ class Comm:
         elif kind == "broadcast":
             dist.broadcast(tensor, src=(action.group or (0,))[0])
         elif kind == "barrier":
+            if after is not None and after.kind == "sendrecv":
+                # The ring's first receive, posted before the barrier: its rendezvous
+                # with the sender happens while the ranks line up, not on the clock.
+                self._preposted[after.id] = self._post_recv(after, tensor)
             dist.barrier()
         else:
             raise ValueError(f"Comm cannot execute a {kind!r} action")

@@ -9,9 +9,11 @@ then runs the chosen algorithm on a buffer of `size` bytes per rank:
 - tree: binomial-tree reduce to rank 0, then binomial-tree broadcast;
 - builtin: torch.distributed.all_reduce, one Span per rank.
 
-Whatever the algorithm, the rank code also times torch's own all_reduce on the
-same buffer in the same run (`builtin_busbw_gbps`) and checks that the hand
-result equals torch's. The rank side lives in scenarios.ring_allreduce_rank.
+Whatever the algorithm, every iteration ends with a reference: a barrier and
+torch's own all_reduce on the same data (`builtin_busbw_gbps`), timed as Spans
+of the same Program, side by side with the hand-made one; the rank code checks
+that the hand result equals torch's. The rank side lives in
+scenarios.ring_allreduce_rank.
 
 Metrics follow nccl-tests' definitions: algbw = S/t, busbw = algbw·2(n-1)/n.
 """
@@ -30,6 +32,8 @@ DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 # Above this many ranks `predict` costs each rank's whole all-reduce as one action
 # (the same formula the step-by-step ring adds up to), so 4096 ranks stay fast.
 STEPWISE_MAX_RANKS = 64
+# Id marker of the reference actions (torch's all_reduce timed in each iteration).
+REFERENCE = "ref."
 
 
 def _iteration_prefix(step: int) -> str:
@@ -91,6 +95,7 @@ class RingAllReduce(Scenario):
                             phase="all-reduce",
                         )
                     )
+                program.extend(self._reference(prefix, step, members, size))
                 continue
             if algorithm == "ring":
                 schedule = collectives.ring_all_reduce(
@@ -100,7 +105,37 @@ class RingAllReduce(Scenario):
                 schedule = collectives.tree_all_reduce(group, size, prefix=prefix, step=step)
             for rank in group:
                 program.extend(schedule[rank])
+            program.extend(self._reference(prefix, step, members, size))
         return program
+
+    def _reference(
+        self, prefix: str, step: int, members: tuple[int, ...], size: int
+    ) -> list[Action]:
+        """torch's own all_reduce on the same data, after a barrier, in every iteration:
+        measured side by side with the hand-made one, so drifts in the machine's load
+        hit both alike (and the learner sees both on one timeline)."""
+        out = []
+        for rank in members:
+            common = dict(rank=rank, group=members, step=step, phase="reference")
+            out.append(
+                Action(
+                    id=f"{prefix}{REFERENCE}barrier@r{rank}",
+                    kind="barrier",
+                    label="barrier",
+                    **common,
+                )
+            )
+            out.append(
+                Action(
+                    id=f"{prefix}{REFERENCE}all_reduce@r{rank}",
+                    kind="all_reduce",
+                    label="torch all_reduce",
+                    bytes=size,
+                    algorithm="builtin",
+                    **common,
+                )
+            )
+        return out
 
     # -- metrics ---------------------------------------------------------------
     def metrics(
@@ -115,6 +150,7 @@ class RingAllReduce(Scenario):
         program = self.build(params) if self.stepwise(params) else None
         out: dict[str, Any] = {
             "predicted_s": predicted_s,
+            "builtin_predicted_s": statistics.median(iteration_times(predicted, reference=True)),
             "predicted_busbw_gbps": formulas.busbw("all_reduce", n, size, predicted_s) / 1e9
             if predicted_s
             else None,
@@ -128,10 +164,7 @@ class RingAllReduce(Scenario):
         out["algbw_gbps"] = formulas.algbw(size, measured_s) / 1e9
         out["busbw_gbps"] = formulas.busbw("all_reduce", n, size, measured_s) / 1e9
         if rank_results:
-            per_iteration = zip(*(r["builtin_intervals"] for r in rank_results), strict=True)
-            builtin_s = statistics.median(
-                max(e for _, e in it) - min(s for s, _ in it) for it in per_iteration
-            )
+            builtin_s = statistics.median(iteration_times(measured, reference=True))
             out["builtin_s"] = builtin_s
             out["builtin_busbw_gbps"] = formulas.busbw("all_reduce", n, size, builtin_s) / 1e9
             out["busbw_vs_builtin"] = out["busbw_gbps"] / out["builtin_busbw_gbps"]
@@ -142,11 +175,14 @@ class RingAllReduce(Scenario):
         return out
 
 
-def iteration_times(timeline: Timeline) -> list[float]:
-    """Per iteration: from the first rank starting the algorithm to the last one finishing."""
+def iteration_times(timeline: Timeline, *, reference: bool = False) -> list[float]:
+    """Per iteration: from the first rank starting the algorithm to the last one
+    finishing (or, with `reference`, the same for torch's all_reduce)."""
     bounds: dict[int, list[float]] = {}
     for span in timeline.spans:
         if span.kind == "barrier" or span.step is None:
+            continue
+        if (REFERENCE in (span.action_id or "")) != reference:
             continue
         lo_hi = bounds.setdefault(span.step, [span.start, span.end])
         lo_hi[0] = min(lo_hi[0], span.start)
@@ -280,8 +316,8 @@ SCENARIO = RingAllReduce(
                 "bandwidth for any n. Compare it with torch's all_reduce measured in the same run.",
             },
             formula="T = 2(n−1)·α + 2S(n−1)/n·β + S(n−1)/n·γ ;  busbw = S/t · 2(n−1)/n",
-            metric="busbw_gbps",
-            phases=("all-reduce",),
+            metric="busbw_vs_builtin",
+            phases=("all-reduce", "reference"),
         ),
     ),
     rank_entry="scenarios.ring_allreduce_rank:run_rank",

@@ -2,8 +2,10 @@
 
 Called inside each rank process by runtime.worker with a RankContext. It runs
 this rank's Actions of the `ring-allreduce` Program on a real buffer with
-runtime.comm, one Span per Action, then measures torch's own all_reduce on
-the same data in the same run and checks the hand-made result against it.
+runtime.comm, one Span per Action; in every iteration it also runs the
+Program's reference actions (torch's own all_reduce on the same data, after a
+barrier), so the two are timed side by side; and it checks the hand-made
+result against torch's.
 
 Engine part: imports torch (rank processes only; the UI never imports this).
 """
@@ -17,6 +19,8 @@ import torch
 import torch.distributed as dist
 
 from runtime.comm import Comm
+from runtime.program import Action
+from scenarios.ring_allreduce import REFERENCE
 
 DTYPES = {
     "float32": torch.float32,
@@ -24,6 +28,10 @@ DTYPES = {
     "int32": torch.int32,
     "int64": torch.int64,
 }
+
+
+def is_reference(action: Action) -> bool:
+    return REFERENCE in action.id
 
 
 def make_input(rank: int, numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -47,27 +55,20 @@ def run_rank(ctx: Any) -> dict[str, Any]:
     # The reference, and a warm-up of both paths (first-touch buffers, connections).
     reference = x.clone()
     dist.all_reduce(reference)
-    work = x.clone()
-    comm.run(iterations[0], work)
+    work, scratch = x.clone(), x.clone()
+    comm.run([a for a in iterations[0] if not is_reference(a)], work)
     comm.reset_counters()
 
     ctx.start_clock()
     for actions in iterations:
+        # The hand-made all-reduce on `work`, then torch's on `scratch`, both timed
+        # as Spans: side by side in every iteration (the Program's reference actions).
         work.copy_(x)
-        comm.run(actions, work, runner=ctx.execute)
+        comm.run([a for a in actions if not is_reference(a)], work, runner=ctx.execute)
+        scratch.copy_(x)
+        comm.run([a for a in actions if is_reference(a)], scratch, runner=ctx.execute)
     bytes_sent = comm.bytes_sent // len(iterations)
     uses_hand_comm = params["algorithm"] != "builtin"
-
-    # torch's own all_reduce, timed exactly like an iteration of the Program
-    # (barrier, then from the first rank's start to the last rank's end).
-    builtin_intervals = []
-    scratch = x.clone()
-    for _ in iterations:
-        scratch.copy_(x)
-        dist.barrier()
-        start = ctx.now()
-        dist.all_reduce(scratch)
-        builtin_intervals.append((start, ctx.now()))
 
     if dtype.is_floating_point:
         diff = (work.double() - reference.double()).abs().max().item() if work.numel() else 0.0
@@ -78,7 +79,6 @@ def run_rank(ctx: Any) -> dict[str, Any]:
         equal = diff == 0
     return {
         "bytes_sent_per_iteration": bytes_sent if uses_hand_comm else None,
-        "builtin_intervals": builtin_intervals,
         "max_abs_diff_vs_builtin": diff,
         "equals_builtin": bool(equal),
     }
