@@ -121,6 +121,27 @@ class Param:
         return value
 
 
+def int_param(
+    name: str,
+    default: int,
+    es: str,
+    en: str,
+    minimum: float | None,
+    maximum: float | None,
+    predict_maximum: float | None = None,
+) -> Param:
+    """An integer Param with its help in both languages: the common case, in one line."""
+    return Param(
+        name,
+        "int",
+        default,
+        {"es": es, "en": en},
+        minimum=minimum,
+        maximum=maximum,
+        predict_maximum=predict_maximum,
+    )
+
+
 @dataclass(frozen=True)
 class NarrativeStep:
     """One step of the lesson, shown when the cursor is in one of its phases."""

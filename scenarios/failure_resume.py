@@ -40,7 +40,7 @@ from runtime.faults import Fault
 from runtime.program import Action, Program
 from runtime.supervise import RestartPolicy
 from runtime.trace import Timeline
-from scenarios.base import NarrativeStep, Param, ParamError, Scenario
+from scenarios.base import NarrativeStep, Param, ParamError, Scenario, int_param
 
 FP32 = 4
 # Before a run has measured them: a rough CPU rate for MiniGPT's small matmuls,
@@ -337,18 +337,6 @@ def _median_step(measured: Timeline) -> float | None:
     return statistics.median(durations) if durations else None
 
 
-def _int(name, default, es, en, minimum, maximum, predict_maximum=None) -> Param:
-    return Param(
-        name,
-        "int",
-        default,
-        {"es": es, "en": en},
-        minimum=minimum,
-        maximum=maximum,
-        predict_maximum=predict_maximum,
-    )
-
-
 def _duration(name, default, es, en, minimum) -> Param:
     return Param(name, "duration", default, {"es": es, "en": en}, minimum=minimum)
 
@@ -364,8 +352,8 @@ SCENARIO = FailureResume(
         "for bit where the uninterrupted run ends; and how often to save.",
     },
     params=(
-        _int("ranks", 4, "rangos (potencia de dos)", "ranks (a power of two)", 1, 8, 64),
-        _int(
+        int_param("ranks", 4, "rangos (potencia de dos)", "ranks (a power of two)", 1, 8, 64),
+        int_param(
             "resume_ranks",
             0,
             "rangos tras un reinicio (0: los mismos)",
@@ -374,8 +362,8 @@ SCENARIO = FailureResume(
             8,
             64,
         ),
-        _int("steps", 30, "pasos de entrenamiento", "training steps", 1, 400, 100_000),
-        _int(
+        int_param("steps", 30, "pasos de entrenamiento", "training steps", 1, 400, 100_000),
+        int_param(
             "checkpoint_every",
             5,
             "pasos entre puntos de control",
@@ -383,7 +371,7 @@ SCENARIO = FailureResume(
             1,
             None,
         ),
-        _int("max_restarts", 3, "reinicios como máximo", "most restarts allowed", 0, 10),
+        int_param("max_restarts", 3, "reinicios como máximo", "most restarts allowed", 0, 10),
         Param(
             "sharding",
             "choice",
@@ -394,12 +382,12 @@ SCENARIO = FailureResume(
             },
             choices=("ddp", "zero1"),
         ),
-        _int("layers", 2, "capas del MiniGPT", "MiniGPT layers", 1, 8, 1024),
-        _int("hidden", 32, "dimensión oculta", "hidden size", 8, 256, 16384),
-        _int("heads", 2, "cabezas de atención", "attention heads", 1, 16, 256),
-        _int("seq", 16, "longitud de secuencia", "sequence length", 4, 128, 65536),
-        _int("vocab", 32, "tamaño del vocabulario", "vocabulary size", 8, 512, 262144),
-        _int(
+        int_param("layers", 2, "capas del MiniGPT", "MiniGPT layers", 1, 8, 1024),
+        int_param("hidden", 32, "dimensión oculta", "hidden size", 8, 256, 16384),
+        int_param("heads", 2, "cabezas de atención", "attention heads", 1, 16, 256),
+        int_param("seq", 16, "longitud de secuencia", "sequence length", 4, 128, 65536),
+        int_param("vocab", 32, "tamaño del vocabulario", "vocabulary size", 8, 512, 262144),
+        int_param(
             "batch",
             16,
             "secuencias por paso (lote global)",
@@ -408,7 +396,7 @@ SCENARIO = FailureResume(
             256,
             65536,
         ),
-        _int(
+        int_param(
             "microbatches",
             8,
             "trozos fijos del lote (hojas del árbol de gradientes)",
@@ -416,7 +404,7 @@ SCENARIO = FailureResume(
             1,
             64,
         ),
-        _int("seed", 0, "semilla", "seed", 0, 2**31 - 1),
+        int_param("seed", 0, "semilla", "seed", 0, 2**31 - 1),
         _duration(
             "mtbf", "3h", "tiempo medio entre fallos, M", "mean time between failures, M", 1e-3
         ),

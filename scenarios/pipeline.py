@@ -26,7 +26,7 @@ from runtime.costmodel import CostModel
 from runtime.program import Action, Program
 from runtime.schedules import Shape
 from runtime.trace import Span, Timeline
-from scenarios.base import NarrativeStep, Param, ParamError, Scenario
+from scenarios.base import NarrativeStep, Param, ParamError, Scenario, int_param
 
 FP32 = 4
 # A rough CPU rate for `predict` before any run has measured the stages (one core,
@@ -272,18 +272,6 @@ def _bubble(spans: list[Span], ranks: int) -> float:
     return 1.0 - statistics.fmean(busy) / makespan
 
 
-def _int(name, default, es, en, minimum, maximum, predict_maximum=None) -> Param:
-    return Param(
-        name,
-        "int",
-        default,
-        {"es": es, "en": en},
-        minimum=minimum,
-        maximum=maximum,
-        predict_maximum=predict_maximum,
-    )
-
-
 SCENARIO = Pipeline(
     name="pipeline",
     lesson=5,
@@ -303,10 +291,10 @@ SCENARIO = Pipeline(
             },
             choices=schedules.SCHEDULES,
         ),
-        _int(
+        int_param(
             "stages", 4, "etapas del pipeline (rangos), p", "pipeline stages (ranks), p", 2, 8, 64
         ),
-        _int(
+        int_param(
             "microbatches",
             8,
             "microlotes por paso, m",
@@ -314,7 +302,7 @@ SCENARIO = Pipeline(
             1,
             schedules.MAX_MICROBATCHES,
         ),
-        _int(
+        int_param(
             "chunks",
             2,
             "trozos del modelo por rango en el intercalado, v",
@@ -322,12 +310,12 @@ SCENARIO = Pipeline(
             1,
             8,
         ),
-        _int("layers", 8, "capas del MiniGPT", "MiniGPT layers", 1, 64, 1024),
-        _int("hidden", 64, "dimensión oculta", "hidden size", 8, 512, 16384),
-        _int("heads", 4, "cabezas de atención", "attention heads", 1, 32, 256),
-        _int("seq", 64, "longitud de secuencia", "sequence length", 4, 256, 65536),
-        _int("vocab", 64, "tamaño del vocabulario", "vocabulary size", 8, 1024, 262144),
-        _int(
+        int_param("layers", 8, "capas del MiniGPT", "MiniGPT layers", 1, 64, 1024),
+        int_param("hidden", 64, "dimensión oculta", "hidden size", 8, 512, 16384),
+        int_param("heads", 4, "cabezas de atención", "attention heads", 1, 32, 256),
+        int_param("seq", 64, "longitud de secuencia", "sequence length", 4, 256, 65536),
+        int_param("vocab", 64, "tamaño del vocabulario", "vocabulary size", 8, 1024, 262144),
+        int_param(
             "microbatch_size",
             32,
             "secuencias por microlote",

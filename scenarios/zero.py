@@ -40,7 +40,7 @@ from runtime.costmodel import CostModel
 from runtime.program import Action, Program
 from runtime.trace import Span, Timeline
 from runtime.units import parse_count
-from scenarios.base import Mode, NarrativeStep, Param, ParamError, Scenario
+from scenarios.base import Mode, NarrativeStep, Param, ParamError, Scenario, int_param
 
 STAGES = ("ddp", "zero1", "zero2", "zero3", "fsdp2")
 HAND_STAGES = ("ddp", "zero1", "zero2", "zero3")
@@ -83,18 +83,6 @@ class CountParam(Param):
         return value
 
 
-def _int(name, default, es, en, minimum, maximum, predict_maximum=None) -> Param:
-    return Param(
-        name,
-        "int",
-        default,
-        {"es": es, "en": en},
-        minimum=minimum,
-        maximum=maximum,
-        predict_maximum=predict_maximum,
-    )
-
-
 # -- the model's shape, without torch -----------------------------------------------------
 
 
@@ -135,7 +123,7 @@ class Zero(Scenario):
         knob given)."""
         raw = dict(raw)
         if "dp" in raw:
-            dp = _int("dp", 4, "", "", 1, 8, 1 << 20).parse(raw.pop("dp"), mode)
+            dp = int_param("dp", 4, "", "", 1, 8, 1 << 20).parse(raw.pop("dp"), mode)
             if "ranks" in raw and str(raw["ranks"]) != str(dp):
                 raise ParamError(
                     f"dp={dp} and ranks={raw['ranks']}: dp is N_d, the number of ranks; give one of them"
@@ -545,7 +533,7 @@ SCENARIO = Zero(
             },
             choices=STAGES,
         ),
-        _int(
+        int_param(
             "ranks",
             4,
             "rangos de datos paralelos, N_d (alias: dp)",
@@ -593,13 +581,13 @@ SCENARIO = Zero(
             },
             choices=("auto", "on", "off"),
         ),
-        _int("steps", 2, "pasos de Adam", "Adam steps", 1, 5),
-        _int("layers", 2, "capas del MiniGPT", "MiniGPT layers", 1, 16, 4096),
-        _int("hidden", 32, "dimensión oculta", "hidden size", 8, 256, 1 << 17),
-        _int("heads", 4, "cabezas de atención", "attention heads", 1, 32, 1024),
-        _int("seq", 16, "longitud de secuencia", "sequence length", 4, 128, 1 << 20),
-        _int("vocab", 64, "tamaño del vocabulario", "vocabulary size", 8, 1024, 1 << 20),
-        _int(
+        int_param("steps", 2, "pasos de Adam", "Adam steps", 1, 5),
+        int_param("layers", 2, "capas del MiniGPT", "MiniGPT layers", 1, 16, 4096),
+        int_param("hidden", 32, "dimensión oculta", "hidden size", 8, 256, 1 << 17),
+        int_param("heads", 4, "cabezas de atención", "attention heads", 1, 32, 1024),
+        int_param("seq", 16, "longitud de secuencia", "sequence length", 4, 128, 1 << 20),
+        int_param("vocab", 64, "tamaño del vocabulario", "vocabulary size", 8, 1024, 1 << 20),
+        int_param(
             "microbatch",
             4,
             "secuencias por rango y paso",
