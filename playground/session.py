@@ -25,7 +25,6 @@ from runtime.faults import parse_fault
 from runtime.launch import LaunchResult, LaunchSpec, launch
 from runtime.profiles import PROFILES, get_profile
 from runtime.simulate import simulate
-from runtime.supervise import supervise
 from runtime.trace import Counter, Mark, Span, Timeline
 from scenarios.base import ParamError, Scenario
 from scenarios.registry import get_scenario
@@ -145,7 +144,11 @@ def run(
         stream=stream,
     )
     policy = scenario.restart_policy(params)
-    if policy is not None:  # restart like torchrun (runtime.supervise)
+    if policy is not None:  # restart like torchrun
+        # Imported when a lesson restarts: it brings numpy and safetensors, which the
+        # app's first paint does without.
+        from runtime.supervise import supervise
+
         result = supervise(spec, policy, on_message=on_message, cancel=cancel)
     else:
         result = launch(spec, on_message=on_message, cancel=cancel)

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from runtime.costmodel import CostModel
 from runtime.faults import Fault, require_timed
 from runtime.program import Program
-from runtime.supervise import RestartPolicy
 from runtime.trace import Timeline
 from runtime.units import format_bytes, parse_bytes, parse_duration
+
+if TYPE_CHECKING:  # the supervisor pulls numpy and safetensors: not on the UI's start path
+    from runtime.supervise import RestartPolicy
 
 Mode = Literal["run", "predict"]
 

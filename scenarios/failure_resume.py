@@ -32,15 +32,17 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runtime import checkpoint_interval, formulas
+from runtime import formulas
 from runtime.costmodel import CostModel
 from runtime.faults import Fault
 from runtime.program import Action, Program
-from runtime.supervise import RestartPolicy
 from runtime.trace import Timeline
 from scenarios.base import NarrativeStep, Param, ParamError, Scenario, int_param
+
+if TYPE_CHECKING:
+    from runtime.supervise import RestartPolicy
 
 FP32 = 4
 # Before a run has measured them: a rough CPU rate for MiniGPT's small matmuls,
@@ -143,6 +145,10 @@ class FailureResume(Scenario):
             )
 
     def restart_policy(self, params: dict[str, Any]) -> RestartPolicy:
+        # Imported when used, like checkpoint_interval below: numpy and safetensors
+        # stay off the app's start path (the registry imports every scenario).
+        from runtime.supervise import RestartPolicy
+
         return RestartPolicy(params["max_restarts"], params["resume_ranks"] or None)
 
     # -- program ------------------------------------------------------------------
@@ -267,6 +273,8 @@ class FailureResume(Scenario):
         measured: Timeline | None = None,
         rank_results: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
+        from runtime import checkpoint_interval  # numpy: only when metrics are asked for
+
         numel = parameter_count(params)
         out: dict[str, Any] = {
             "parameters": numel,
