@@ -258,3 +258,23 @@ async def test_zoom_and_pan_move_the_window() -> None:
         assert gantt.window[0] > before[0]
         await pilot.press("minus", "home")
         assert gantt.window == pytest.approx((lo, hi))
+
+
+async def test_gantt_draws_a_failure_mark_in_the_failed_ranks_row() -> None:
+    from textual.app import App
+
+    from runtime.trace import Mark, Span, Timeline
+
+    class One(App[None]):
+        def compose(self):
+            yield GanttView(id="gantt")
+
+    app = One()
+    async with app.run_test(size=(80, 10)) as pilot:
+        gantt = app.query_one(GanttView)
+        spans = [Span(r, "compute", "c", 0.0, 1.0, action_id=f"a{r}") for r in (0, 1)]
+        gantt.set_timelines(Timeline(spans, marks=[Mark(0.5, "failure", "killed", rank=1)]), None)
+        await pilot.pause()
+        rows = {row.label: y + 1 for y, row in enumerate(gantt.rows)}
+        text = lambda y: "".join(seg.text for seg in gantt.render_line(y))  # noqa: E731
+        assert "✕" in text(rows["r1"]) and "✕" not in text(rows["r0"])

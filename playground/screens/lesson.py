@@ -105,7 +105,8 @@ def paired_metrics(metrics: dict[str, Any]) -> list[tuple[str, str, str]]:
         ]
         measured = next((c for c in candidates if c in metrics and c != key), None)
         if measured is not None:
-            pairs.append((base, measured, key))
+            # `predicted_s` / `measured_s`: the pair is the run's time itself.
+            pairs.append((base if base not in ("s", "") else "time_s", measured, key))
     return pairs
 
 

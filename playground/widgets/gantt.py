@@ -12,6 +12,8 @@ so scrolling the cursor redraws only what changed.
 - A time window (zoom with `zoom`, pan with `pan`) and a time cursor (a
   highlighted column) that the lesson screen moves event by event.
 - Live runs: `add_spans` appends Spans as they arrive from the ranks.
+- Marks of the measured run (a failure ✕, its detection !, a restart ↻, a
+  checkpoint ◆) as one glyph in the rows of the rank they concern.
 
 Finding the bar under each column is a binary search in the row's spans (the
 spans of one rank do not overlap, so their ends are sorted), so a frame costs
@@ -36,7 +38,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from playground.palette import KIND_COLORS, OTHER_COLOR
-from runtime.trace import Span, Timeline
+from runtime.trace import Mark, Span, Timeline
 from runtime.units import format_seconds
 
 LABEL_WIDTH = 7
@@ -45,6 +47,16 @@ IDLE = Style(color="#5A5A5A")
 CURSOR = Style(bgcolor="#FFFFFF", color="#000000", bold=True)
 AXIS = Style(color="#9A9A9A")
 CACHE_SIZE = 1024
+# Marks (failures, restarts, checkpoints) as one glyph in the rows they concern;
+# per-step marks are left out: the bars already show the steps.
+MARK_GLYPHS = {
+    "failure": ("✕", Style(color="#FF5555", bold=True, bgcolor="#000000")),
+    "detection": ("!", Style(color="#FFD75F", bold=True, bgcolor="#000000")),
+    "restart": ("↻", Style(color="#5FD7FF", bold=True, bgcolor="#000000")),
+    "resume": ("▶", Style(color="#5FD7FF", bold=True, bgcolor="#000000")),
+    "checkpoint": ("◆", Style(color="#D7AF87", bold=True)),
+    "lost": ("…", Style(color="#FF8787", bold=True)),
+}
 
 
 @cache
@@ -114,6 +126,7 @@ class GanttView(Widget):
         self.rows: list[GanttRow] = []
         self._measured: dict[int, GanttRow] = {}
         self._predicted: dict[int, GanttRow] = {}
+        self.marks: list[Mark] = []
         self._version = 0
         self._cache: OrderedDict[tuple, Strip] = OrderedDict()
         self.follow = True  # a live run widens the window as spans arrive
@@ -121,6 +134,7 @@ class GanttView(Widget):
     # -- data ---------------------------------------------------------------------
     def set_timelines(self, measured: Timeline | None, predicted: Timeline | None) -> None:
         self._measured, self._predicted = {}, {}
+        self.marks = [m for m in (measured.marks if measured else []) if m.kind in MARK_GLYPHS]
         for span in sorted(predicted.spans if predicted else [], key=lambda s: s.start):
             self._row(span.rank, True).add(span)
         for span in sorted(measured.spans if measured else [], key=lambda s: s.start):
@@ -296,6 +310,11 @@ class GanttView(Widget):
                 start = col + 1 + (end - col - 1 - len(label)) // 2
                 chars[start : start + len(label)] = list(label)
             col = end
+        if not row.predicted:
+            for mark in self.marks:
+                col = int((mark.t - lo) / step) if step > 0 else -1
+                if 0 <= col < plot and (mark.rank is None or mark.rank == row.rank):
+                    chars[col], styles[col] = MARK_GLYPHS[mark.kind]
         name_style = Style(color="#B0B0B0", dim=row.predicted, bold=not row.predicted)
         segments = [Segment(f"{row.label:<{LABEL_WIDTH}}"[:LABEL_WIDTH], name_style)]
         segments += _styled(chars, styles, cursor_col)

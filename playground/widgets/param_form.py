@@ -20,7 +20,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Label, Select, Static
 
-from runtime.units import format_bytes
+from runtime.units import format_bytes, format_seconds
 from scenarios.base import Mode, Param, ParamError, Scenario
 
 
@@ -134,6 +134,8 @@ class ParamForm(VerticalScroll):
         kind = next((p.kind for p in self.scenario.params if p.name == name), None)
         if kind == "bytes" and isinstance(value, int):
             value = format_bytes(value).replace(" ", "")
+        elif kind == "duration" and isinstance(value, int | float):
+            value = "0s" if value == 0 else format_seconds(value).replace(" ", "")
         if isinstance(widget, Select):
             widget.value = str(value)
         elif isinstance(widget, Input):
