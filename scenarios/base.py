@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from runtime import formulas
 from runtime.costmodel import CostModel
 from runtime.faults import Fault, require_timed
 from runtime.program import Program
@@ -142,6 +143,22 @@ def int_param(
         maximum=maximum,
         predict_maximum=predict_maximum,
     )
+
+
+def gpt_parameters(params: dict[str, Any]) -> int:
+    """Parameters of the MiniGPT a lesson's shape knobs describe (vocab, seq, hidden, layers)."""
+    return formulas.gpt_parameter_count(
+        params["vocab"], params["seq"], params["hidden"], params["layers"]
+    )
+
+
+def check_run_size(count: int, limit: int) -> None:
+    """Refuse a real run of a model larger than this machine trains in a lesson's time."""
+    if count > limit:
+        raise ParamError(
+            f"the model has {count:,} parameters; a real run here allows at most "
+            f"{limit:,} (lower hidden or layers, or use predict)"
+        )
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,15 @@ from runtime.costmodel import CostModel
 from runtime.faults import Fault
 from runtime.program import Action, Program
 from runtime.trace import Timeline
-from scenarios.base import NarrativeStep, Param, ParamError, Scenario, int_param
+from scenarios.base import (
+    NarrativeStep,
+    Param,
+    ParamError,
+    Scenario,
+    check_run_size,
+    gpt_parameters,
+    int_param,
+)
 
 if TYPE_CHECKING:
     from runtime.supervise import RestartPolicy
@@ -55,9 +63,7 @@ POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64)
 
 
 def parameter_count(params: dict[str, Any]) -> int:
-    return formulas.gpt_parameter_count(
-        params["vocab"], params["seq"], params["hidden"], params["layers"]
-    )
+    return gpt_parameters(params)
 
 
 def world_of(params: dict[str, Any]) -> int:
@@ -102,11 +108,8 @@ class FailureResume(Scenario):
                     f"{name}={params[name]:g}s: must be at most a tenth of mtbf={params['mtbf']:g}s "
                     "(a job that fails before it can save never finishes)"
                 )
-        if mode == "run" and parameter_count(params) > MAX_RUN_PARAMETERS:
-            raise ParamError(
-                f"the model has {parameter_count(params):,} parameters; a real run here allows "
-                f"at most {MAX_RUN_PARAMETERS:,} (lower hidden or layers, or use predict)"
-            )
+        if mode == "run":
+            check_run_size(parameter_count(params), MAX_RUN_PARAMETERS)
 
     def check_faults(self, params: dict[str, Any], faults: list[Fault]) -> None:
         """Faults against this run's steps and checkpoints (ranks are checked when parsed)."""

@@ -26,7 +26,15 @@ from runtime.costmodel import CostModel
 from runtime.program import Action, Program
 from runtime.schedules import Shape
 from runtime.trace import Span, Timeline
-from scenarios.base import NarrativeStep, Param, ParamError, Scenario, int_param
+from scenarios.base import (
+    NarrativeStep,
+    Param,
+    ParamError,
+    Scenario,
+    check_run_size,
+    gpt_parameters,
+    int_param,
+)
 
 FP32 = 4
 # A rough CPU rate for `predict` before any run has measured the stages (one core,
@@ -69,17 +77,11 @@ class Pipeline(Scenario):
             )
         if len(set(params["schedule"])) != len(params["schedule"]):
             raise ParamError("schedule: list each schedule once")
-        count = self.parameter_count(params)
-        if mode == "run" and count > MAX_RUN_PARAMETERS:
-            raise ParamError(
-                f"the model has {count:,} parameters; a real run here allows at most "
-                f"{MAX_RUN_PARAMETERS:,} (lower hidden or layers, or use predict)"
-            )
+        if mode == "run":
+            check_run_size(self.parameter_count(params), MAX_RUN_PARAMETERS)
 
     def parameter_count(self, params: dict[str, Any]) -> int:
-        return formulas.gpt_parameter_count(
-            params["vocab"], params["seq"], params["hidden"], params["layers"]
-        )
+        return gpt_parameters(params)
 
     def build(self, params: dict[str, Any]) -> Program:
         return schedules.build_many([(s, shape_of(params, s)) for s in params["schedule"]])

@@ -40,7 +40,16 @@ from runtime.costmodel import CostModel
 from runtime.program import Action, Program
 from runtime.trace import Span, Timeline
 from runtime.units import parse_count
-from scenarios.base import Mode, NarrativeStep, Param, ParamError, Scenario, int_param
+from scenarios.base import (
+    Mode,
+    NarrativeStep,
+    Param,
+    ParamError,
+    Scenario,
+    check_run_size,
+    gpt_parameters,
+    int_param,
+)
 
 STAGES = ("ddp", "zero1", "zero2", "zero3", "fsdp2")
 HAND_STAGES = ("ddp", "zero1", "zero2", "zero3")
@@ -160,11 +169,7 @@ class Zero(Scenario):
                     f"params={psi}: a real run trains the MiniGPT of the shape knobs "
                     f"({count:,} parameters); other sizes are for predict"
                 )
-            if count > MAX_RUN_PARAMETERS:
-                raise ParamError(
-                    f"the model has {count:,} parameters; a real run here allows at most "
-                    f"{MAX_RUN_PARAMETERS:,} (lower hidden or layers, or use predict)"
-                )
+            check_run_size(count, MAX_RUN_PARAMETERS)
         if params["ranks"] > psi:
             raise ParamError(
                 f"ranks={params['ranks']}: more ranks than the model has parameters "
@@ -172,9 +177,7 @@ class Zero(Scenario):
             )
 
     def shape_parameters(self, params: dict[str, Any]) -> int:
-        return formulas.gpt_parameter_count(
-            params["vocab"], params["seq"], params["hidden"], params["layers"]
-        )
+        return gpt_parameters(params)
 
     def from_shape(self, params: dict[str, Any]) -> bool:
         """True when Ψ is the shape's own count, so the Program can follow the units."""
