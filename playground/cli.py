@@ -6,10 +6,13 @@
     playground run SCENARIO [-p k=v]... [--ranks N] [--backend auto|gloo|nccl]
                    [--fault SPEC]... [--export FILE.html] [--trace FILE.json] [--json]
     playground replay PATH [--json] [--export ...] [--trace ...]
+    playground show SCENARIO [-p k=v]... [--ranks N] [--json]
     playground calibrate [--ranks N] [--backend ...] [--json]
 
 Exit status: 0 success; 2 bad input (one line on stderr saying what is wrong
-and what is allowed, never a traceback); 1 a failed run (which rank, why).
+and what is allowed, never a traceback); 1 a failed run (which rank, why);
+130 interrupted. Output piped into a reader that stops early (`| head -1`)
+ends quietly.
 
 The front end of DESIGN.md's picture; never imports torch (`predict` stays
 well under a second). Textual and Plotly are imported only by the commands
@@ -20,10 +23,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import NoReturn
 
-from playground.formatting import metric_lines
+from playground.formatting import metric_lines, plain
 from playground.i18n import t
 from playground.session import Outcome, UsageError
 from runtime.units import format_seconds
@@ -45,7 +49,12 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="a scenario parameter, e.g. -p size=4MiB (repeatable)",
     )
-    p.add_argument("--ranks", type=int, metavar="N", help="shorthand for -p ranks=N")
+    p.add_argument(
+        "--ranks",
+        type=int,
+        metavar="N",
+        help="how many ranks: shorthand for -p ranks=N (the pipeline's stages=N)",
+    )
 
 
 def _output_args(p: argparse.ArgumentParser) -> None:
@@ -109,6 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     _output_args(p)
 
     p = sub.add_parser(
+        "show", help="print the Program: each rank's actions in order (F0 F1 B0 …, sends, collectives)"
+    )
+    _scenario_args(p)
+    p.add_argument("--json", action="store_true", help="every action of every rank as JSON")
+
+    p = sub.add_parser(
         "calibrate", help="measure alpha, beta, gamma on this machine and cache them"
     )
     p.add_argument(
@@ -120,14 +135,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _raw_params(args: argparse.Namespace) -> dict[str, str]:
-    from scenarios.base import ParamError, parse_param_args
+    """The -p pairs, with --ranks N as the lesson's ranks field (refused if both disagree)."""
+    from scenarios.base import parse_param_args
+    from scenarios.params import ParamError
+    from scenarios.registry import LESSONS
 
     try:
         raw = parse_param_args(args.param)
     except ParamError as exc:
         raise UsageError(str(exc)) from None
-    if args.ranks is not None:
-        raw["ranks"] = str(args.ranks)
+    if args.ranks is not None and args.scenario in LESSONS:
+        name = LESSONS[args.scenario].params.ranks_field
+        if name in raw and raw[name] != str(args.ranks):
+            raise UsageError(
+                f"--ranks {args.ranks} and -p {name}={plain(raw[name])} disagree: give one of them",
+                name,
+            )
+        raw[name] = str(args.ranks)
     return raw
 
 
@@ -191,9 +215,29 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from playground import session
+    from playground.saved import replay
 
-    return _report(session.replay(args.path), args)
+    return _report(replay(args.path), args)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from playground.program_text import LEGEND, program_doc, program_lines
+    from playground.session import resolve
+
+    lesson, params = resolve(args.scenario, _raw_params(args), "predict")
+    program = lesson.build(params)
+    if args.json:
+        doc = {"scenario": lesson.name, "params": params.to_dict(), **program_doc(program)}
+        print(json.dumps(doc))
+        return 0
+    typed = ", ".join(f"{k}={plain(v)}" for k, v in params.typed().items())
+    print(f"{lesson.name} · {t('cli.ranks')} {program.world_size} · {len(program)} actions")
+    print(f"{t('cli.params')}: {typed}")
+    print(LEGEND)
+    width = os.get_terminal_size().columns if sys.stdout.isatty() else 100
+    for line in program_lines(program, width):
+        print(line)
+    return 0
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -240,19 +284,19 @@ def _report(outcome: Outcome, args: argparse.Namespace) -> int:
             f"cannot write {exc.filename or 'the export'}: {exc.strerror or exc}"
         ) from None
     if args.json:
-        print(json.dumps(outcome.to_doc()))
+        print(json.dumps(outcome.to_doc(), allow_nan=False))
     else:
-        world = outcome.scenario.world_size(outcome.params)
+        world = outcome.params.world_size
         print(
-            f"{outcome.scenario.name} · {t('cli.ranks')} {world} · {t('cli.profile')} {outcome.profile.name}"
-            + (f" · {t('cli.backend')} {outcome.backend}" if outcome.backend else "")
+            f"{outcome.lesson.name} · {t('cli.ranks')} {world} · {t('cli.profile')} "
+            f"{plain(outcome.profile.name)}"
+            + (f" · {t('cli.backend')} {plain(outcome.backend)}" if outcome.backend else "")
         )
-        print(
-            f"{t('cli.params')}: "
-            + ", ".join(f"{k}={_param_text(v)}" for k, v in outcome.params.items())
-        )
-        for line in metric_lines(outcome.metrics):
-            print(line)
+        typed = outcome.params.typed()
+        print(f"{t('cli.params')}: " + ", ".join(f"{k}={plain(v)}" for k, v in typed.items()))
+        words = {w: t(f"app.{w}") for w in ("measured", "predicted", "error")}
+        for line in metric_lines(outcome.metrics, words):
+            print(plain(line))
         if outcome.run_dir:
             print(t("cli.run_dir", path=outcome.run_dir))
     for path in (args.export, args.trace):
@@ -276,15 +320,9 @@ COMMANDS = {
     "predict": cmd_predict,
     "run": cmd_run,
     "replay": cmd_replay,
+    "show": cmd_show,
     "calibrate": cmd_calibrate,
 }
-
-
-def _param_text(value: object) -> str:
-    """A parameter as the user would type it back: lists as comma lists."""
-    if isinstance(value, list | tuple):
-        return ",".join(str(v) for v in value)
-    return str(value)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -292,13 +330,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command is None:
             return _start_app()
-        return COMMANDS[args.command](args)
+        status = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows up here, not at exit
+        return status
     except UsageError as exc:
-        print(f"playground: error: {exc}", file=sys.stderr)
+        print(f"playground: error: {plain(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"playground: {t('cli.cancelled')}", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`| head -1`): stop quietly, as cat and grep do. Point
+        # stdout at /dev/null so the interpreter's final flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0
 
 
 if __name__ == "__main__":

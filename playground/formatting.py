@@ -1,62 +1,136 @@
-"""Metric values for people: units chosen from the metric's name.
+"""Typed metrics for people: one way to print a value, a pair and a table of them.
 
-Naming convention of every scenario's metrics: `_s` seconds, `_gbps` GB/s,
-`bytes` in the name for byte counts, `error` for relative errors, `_vs_`
-for ratios, `fraction` for shares, `diff` for numerical differences. A metric whose value is a mapping is a
-group (one per schedule, per stage): its entries are shown indented under it.
-Shared by the CLI summary, the app and the HTML export.
+The one rendering path of DESIGN.md's lesson contract: the CLI's text, the
+app's metrics panel and the HTML export all go through `metric_table`, which
+knows units (scenarios.metrics.Unit), never a lesson or a metric's name.
+Metrics are grouped by series (a schedule, a ZeRO stage), the ones without a
+series first; within a group the predicted ones (measured | predicted | error)
+come before the facts.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from runtime.units import format_bytes, format_seconds
+from scenarios.metrics import Metric, Value
+
+EMPTY = "—"
 
 
-def format_metric(name: str, value: Any) -> str:
+def format_value(unit: str, value: Value) -> str:
+    """`value` in its unit: 1.2 ms, 4 MiB, 3.1 GB/s, 12.5%, 1.08×; lists element-wise."""
     if value is None:
-        return "—"
+        return EMPTY
+    if isinstance(value, list):
+        return "[" + ", ".join(format_value(unit, v) for v in value) + "]"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, dict):
-        parts = []
-        for key, item in value.items():
-            text = format_metric(str(key), item)
-            parts.append(f"{key}: ({text})" if isinstance(item, dict) else f"{key}: {text}")
-        return ", ".join(parts)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(format_metric(name, v) for v in value) + "]"
     if not isinstance(value, int | float):
         return str(value)
-    if name.endswith("_gbps"):
-        return f"{value:.3g} GB/s"
-    if "bytes" in name:
-        return format_bytes(value)
-    if "diff" in name:
-        return f"{value:.2g}"
-    if "fraction" in name:
-        return f"{value:.1%}"
-    if name.endswith("error"):
-        return f"{value:.1%}"
-    if "_vs_" in name:
-        return f"{value:.2f}×"
-    if name.endswith("_s"):
+    if unit == "s":
         return format_seconds(value)
-    if isinstance(value, float):
+    if unit == "bytes":
+        return format_bytes(value)
+    if unit == "GB/s":
+        return f"{value:.3g} GB/s"
+    if unit == "fraction":
+        return f"{value:.1%}"
+    if unit == "ratio":
+        return f"{value:.2f}×"
+    if unit == "diff":
+        return f"{value:.2g}"
+    if isinstance(value, float) and not value.is_integer():
         return f"{value:.4g}"
-    return str(value)
+    return f"{value:,.0f}" if unit == "count" else f"{value:g}"
 
 
-def metric_lines(metrics: dict[str, Any], indent: str = "  ") -> list[str]:
-    """Aligned `name  value` lines; groups (mappings) as a header and indented lines."""
+def format_error(metric: Metric) -> str:
+    error = metric.error
+    return "" if error is None else f"{error:.1%}"
+
+
+def label(metric: Metric) -> str:
+    """The metric's name, with the memory category it is part of."""
+    return f"{metric.name} ({metric.category})" if metric.category else metric.name
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of a metrics table, formatted."""
+
+    label: str
+    value: str
+    predicted: str  # "" for a fact (nothing predicted)
+    error: str
+    metric: Metric
+
+    @property
+    def paired(self) -> bool:
+        return self.metric.is_predicted
+
+
+@dataclass(frozen=True)
+class Section:
+    series: str | None
+    rows: list[Row]
+
+
+def metric_table(metrics: list[Metric]) -> list[Section]:
+    """Sections by series (none first), predicted rows before facts in each."""
+    order: dict[str | None, list[Metric]] = {None: []}
+    for metric in metrics:
+        order.setdefault(metric.series, []).append(metric)
+    sections = []
+    for series, group in order.items():
+        ranked = sorted(group, key=lambda m: not m.is_predicted)  # stable: lesson's order kept
+        rows = [
+            Row(
+                label(m),
+                format_value(m.unit, m.value),
+                format_value(m.unit, m.predicted) if m.is_predicted else "",
+                format_error(m),
+                m,
+            )
+            for m in ranked
+        ]
+        if rows:
+            sections.append(Section(series, rows))
+    return sections
+
+
+def metric_lines(metrics: list[Metric], words: dict[str, str], indent: str = "  ") -> list[str]:
+    """Aligned text lines: a header over the predicted pairs, then `name  value` facts;
+    each series as a heading with its lines indented. `words`: measured, predicted,
+    error (in the learner's language)."""
     lines: list[str] = []
-    flat = [k for k, v in metrics.items() if not isinstance(v, dict)]
-    width = max((len(k) for k in flat), default=0)
-    for name, value in metrics.items():
-        if isinstance(value, dict):
-            lines.append(f"{indent}{name}:")
-            lines.extend(metric_lines(value, indent + "  "))
-        else:
-            lines.append(f"{indent}{name:<{width}}  {format_metric(name, value)}")
+    for section in metric_table(metrics):
+        pad = indent
+        if section.series is not None:
+            lines.append(f"{indent}{section.series}:")
+            pad = indent * 2
+        width = max(len(row.label) for row in section.rows)
+        scalar = [r for r in section.rows if r.paired and not isinstance(r.metric.value, list)]
+        if any(r.paired for r in section.rows):
+            lines.append(
+                f"{pad}{'':<{width}}  {words['measured']:>12}  {words['predicted']:>12}  "
+                f"{words['error']:>6}"
+            )
+        for row in section.rows:
+            if row.paired and row in scalar:
+                lines.append(
+                    f"{pad}{row.label:<{width}}  {row.value:>12}  {row.predicted:>12}  {row.error:>6}"
+                )
+            elif row.paired:
+                lines.append(
+                    f"{pad}{row.label:<{width}}  {row.value} | {row.predicted}  {row.error}".rstrip()
+                )
+            else:
+                lines.append(f"{pad}{row.label:<{width}}  {row.value}")
     return lines
+
+
+def plain(value: Any) -> str:
+    """A parameter or other free text as it should be printed (no control characters)."""
+    return "".join(ch if ch.isprintable() else "?" for ch in str(value))

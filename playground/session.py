@@ -1,56 +1,68 @@
-"""One scenario, end to end: params -> Program -> predicted and (optionally) measured.
+"""One lesson, end to end: params -> Program -> predicted and (optionally) measured.
 
 The orchestration both front ends share (the CLI in playground.cli and the
-Textual app): resolve and validate params, pick the cost model (a named
-profile, this machine's cached calibration, or the documented default),
-simulate, launch the real ranks, collect the results and compute metrics, and
-read back a saved run (`--json` output or a torchrun output dir) so it can be
-shown like a new one.
+Textual app): parse the typed params, pick the cost model (a named profile,
+this machine's cached calibration, or the documented default), simulate,
+launch the real ranks (handing the launcher the lesson's rank entry, params and
+Program as data), decode the ranks' typed results, refine the prediction with
+what they measured, and compute the typed metrics. Saved runs are read back by
+playground.saved.
 
 Never imports torch: the real ranks run in their own processes.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from runtime import calibration
 from runtime.costmodel import CostModel
-from runtime.faults import parse_fault
+from runtime.faults import parse_faults
 from runtime.launch import LaunchResult, LaunchSpec, launch
 from runtime.profiles import PROFILES, get_profile
 from runtime.simulate import simulate
-from runtime.trace import Counter, Mark, Span, Timeline
-from scenarios.base import ParamError, Scenario
-from scenarios.registry import get_scenario
+from runtime.trace import Timeline
+from scenarios.base import Lesson, RunData
+from scenarios.metrics import Metric
+from scenarios.params import Mode, ParamError, Params
+from scenarios.registry import get_lesson
+
+# The shape of `--json` documents: 2 since metrics are a typed list (README, "JSON").
+FORMAT = 2
 
 
 class UsageError(ValueError):
-    """Bad input from the user: the CLI prints its one line and exits with status 2."""
+    """Bad input from the user: the CLI prints its one line and exits with status 2.
+    `field` names the parameter at fault when there is one (the app's form uses it)."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass
 class Outcome:
-    scenario: Scenario
-    params: dict[str, Any]
+    lesson: Lesson
+    params: Params
     profile: CostModel
     predicted: Timeline
     measured: Timeline | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: list[Metric] = field(default_factory=list)
     backend: str | None = None
     run_dir: str | None = None
 
     def to_doc(self) -> dict[str, Any]:
+        """The `--json` document (strict JSON: non-finite numbers become null)."""
         doc: dict[str, Any] = {
-            "scenario": self.scenario.name,
-            "params": self.params,
-            "profile": self.profile.describe(),
-            "metrics": self.metrics,
+            "format": FORMAT,
+            "scenario": self.lesson.name,
+            "params": self.params.to_dict(),
+            "profile": _finite(self.profile.describe()),
+            "metrics": [m.to_dict() for m in self.metrics],
         }
         if self.measured is not None:
             doc["backend"] = self.backend
@@ -61,15 +73,26 @@ class Outcome:
         return doc
 
 
-def resolve(name: str, raw: dict[str, Any], mode: str) -> tuple[Scenario, dict[str, Any]]:
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def resolve(name: str, raw: dict[str, Any], mode: Mode) -> tuple[Lesson, Params]:
+    """The lesson and its typed params; UsageError naming the field otherwise."""
     try:
-        scenario = get_scenario(name)
+        lesson = get_lesson(name)
     except KeyError as exc:
         raise UsageError(exc.args[0]) from None
     try:
-        return scenario, scenario.resolve(raw, mode)  # type: ignore[arg-type]
+        return lesson, lesson.parse(raw, mode)
     except ParamError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc), exc.field) from None
 
 
 def select_model(
@@ -88,17 +111,18 @@ def select_model(
 def predict(
     name: str, raw: dict[str, Any], hardware: str | None = None, backend: str = "auto"
 ) -> Outcome:
-    scenario, params = resolve(name, raw, "predict")
-    model = select_model(hardware, backend, scenario.world_size(params), nearest=True)
-    model = scenario.prepare_model(params, model)
-    predicted = simulate(scenario.build(params), model)
-    return Outcome(scenario, params, model, predicted, metrics=scenario.metrics(params, predicted))
+    lesson, params = resolve(name, raw, "predict")
+    model = select_model(hardware, backend, params.world_size, nearest=True)
+    model = lesson.prepare_model(params, model)
+    predicted = simulate(lesson.build(params), model)
+    return Outcome(lesson, params, model, predicted, metrics=lesson.metrics(params, predicted, None))
 
 
 def calibrate(
     world_size: int, backend: str = "auto", *, on_message: Callable | None = None
 ) -> CostModel:
-    result = launch(LaunchSpec("calibrate", {}, world_size, backend=backend), on_message=on_message)
+    spec = LaunchSpec(calibration.RANK_ENTRY, world_size, name="calibrate", backend=backend)
+    result = launch(spec, on_message=on_message)
     model = calibration.fit(result.rank_results, result.backend, world_size)
     calibration.save(model, result.backend, world_size)
     return model
@@ -117,14 +141,14 @@ def run(
     on_calibrate: Callable[[int], None] | None = None,
 ) -> Outcome:
     """A real multiprocess run, with its prediction and metrics. Raises RunFailed or UsageError."""
-    scenario, params = resolve(name, raw, "run")
-    world = scenario.world_size(params)
+    lesson, params = resolve(name, raw, "run")
+    world = params.world_size
     try:
-        parsed_faults = [parse_fault(spec, world) for spec in faults or []]
-        # Scenarios with steps and checkpoints check step faults against their params.
-        scenario.check_faults(params, parsed_faults)
+        parsed_faults = parse_faults(faults or [], world)
+        # Lessons with steps and checkpoints check step faults against their params.
+        lesson.check_faults(params, parsed_faults)
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc), getattr(exc, "field", None)) from None
     if hardware:
         model = select_model(hardware, backend, world, nearest=False)
     else:
@@ -133,17 +157,22 @@ def run(
             if on_calibrate is not None:
                 on_calibrate(world)
             model = calibrate(world, backend)
-    model = scenario.prepare_model(params, model)
-    predicted = simulate(scenario.build(params), model)
+    model = lesson.prepare_model(params, model)
+    program = lesson.build(params)
+    # The prediction shown while the run goes (the app's), and a check that the Program
+    # can finish: a deadlock is refused before any rank starts.
+    simulate(program, model)
     spec = LaunchSpec(
-        name,
-        params,
+        lesson.rank_entry,
         world,
+        params=params,
+        program=program,
+        name=lesson.name,
         backend=backend,
-        faults=[f.to_dict() for f in parsed_faults],
+        faults=parsed_faults,
         stream=stream,
     )
-    policy = scenario.restart_policy(params)
+    policy = lesson.restart_policy(params) if lesson.restart_policy else None
     if policy is not None:  # restart like torchrun
         # Imported when a lesson restarts: it brings numpy and safetensors, which the
         # app's first paint does without.
@@ -152,80 +181,27 @@ def run(
         result = supervise(spec, policy, on_message=on_message, cancel=cancel)
     else:
         result = launch(spec, on_message=on_message, cancel=cancel)
-    return _outcome(scenario, params, model, predicted, result)
+    return finish(lesson, params, model, result)
 
 
-def _outcome(scenario, params, model, predicted, result: LaunchResult) -> Outcome:
-    measured = Timeline(spans=result.spans, counters=result.counters, marks=result.marks)
-    # Scenarios that calibrate inside the run (pipeline stage costs) refine the model.
-    refined = scenario.prepare_model(params, model, result.rank_results)
-    if refined is not model:
-        model, predicted = refined, simulate(scenario.build(params), refined)
-    metrics = scenario.metrics(params, predicted, measured, result.rank_results)
-    return Outcome(
-        scenario, params, model, predicted, measured, metrics, result.backend, str(result.run_dir)
-    )
+def decode_results(lesson: Lesson, raw_results: list[dict[str, Any]]) -> list[Any]:
+    """The ranks' JSON results as the lesson's typed record (ValueError if malformed)."""
+    import msgspec  # only when a run (or a saved torchrun run) is read
 
-
-def replay(path: str | Path) -> Outcome:
-    """Show a saved run: a `--json` document, or the --out dir of a torchrun run."""
-    path = Path(path)
     try:
-        if path.is_dir():
-            return _replay_dir(path)
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from None
-    if not isinstance(doc, dict) or "scenario" not in doc or "predicted" not in doc:
-        raise UsageError(
-            f"{path} is not a playground run (expected the JSON of `run --json` or a torchrun --out dir)"
-        )
-    scenario, _ = resolve(doc["scenario"], {}, "predict")
-    measured = None
-    if "measured" in doc:
-        measured = Timeline(
-            [Span.from_dict(s) for s in doc["measured"]],
-            counters=[Counter(**c) for c in doc.get("counters", [])],
-            marks=[Mark(**m) for m in doc.get("marks", [])],
-        )
+        return [msgspec.convert(data, lesson.result) for data in raw_results]
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"a rank's result is not a {lesson.result.__name__}: {exc}") from None
+
+
+def finish(lesson: Lesson, params: Params, model: CostModel, result: LaunchResult) -> Outcome:
+    """A finished launch as an Outcome: typed results, refined prediction, metrics."""
+    measured = Timeline(spans=result.spans, counters=result.counters, marks=result.marks)
+    results = decode_results(lesson, result.rank_results)
+    refined = lesson.prepare_model(params, model, results)
+    predicted = simulate(lesson.build(params), refined)
+    run_data = RunData(measured, results, result.restarts)
+    metrics = lesson.metrics(params, predicted, run_data)
     return Outcome(
-        scenario,
-        doc["params"],
-        CostModel.from_dict(doc.get("profile") or PROFILES["cpu-default"].describe()),
-        Timeline([Span.from_dict(s) for s in doc["predicted"]]),
-        measured,
-        doc.get("metrics", {}),
-        doc.get("backend"),
+        lesson, params, refined, predicted, measured, metrics, result.backend, str(result.run_dir)
     )
-
-
-def _replay_dir(path: Path) -> Outcome:
-    run_file = path / "run.json"
-    if not run_file.exists():
-        raise UsageError(f"{path} has no run.json: not a finished torchrun --out dir")
-    meta = json.loads(run_file.read_text())
-    scenario, params = resolve(meta["scenario"], meta["params"], "run")
-    results = []
-    spans: list[Span] = []
-    counters: list[Counter] = []
-    for rank in range(meta["world_size"]):
-        rank_file = path / f"rank{rank}.json"
-        if not rank_file.exists():
-            raise UsageError(f"{path} lacks {rank_file.name}: rank {rank} did not finish")
-        result = json.loads(rank_file.read_text())["result"]
-        spans.extend(Span.from_dict(s) for s in result.pop("spans", []))
-        counters.extend(Counter(**c) for c in result.pop("counters", []))
-        results.append(result)
-    world = meta["world_size"]
-    model = calibration.lookup(meta["backend"], world, nearest=True) or PROFILES["cpu-default"]
-    model = scenario.prepare_model(params, model)
-    predicted = simulate(scenario.build(params), model)
-    launched = LaunchResult(
-        sorted(spans, key=lambda s: (s.start, s.rank)),
-        results,
-        meta["backend"],
-        path,
-        0.0,
-        sorted(counters, key=lambda c: (c.t, c.rank)),
-    )
-    return _outcome(scenario, params, model, predicted, launched)

@@ -13,7 +13,12 @@ lets the rank set itself up before the heavy import:
 - a heartbeat thread, started at once, which the launcher watches: a rank that
   stops answering (SIGSTOP, a wedged call) stops beating and is named.
 
-Then it imports runtime.worker by name and hands over.
+Then it imports runtime.worker (and with it torch) and hands over.
+
+RankSpec is everything the parent hands one rank, as data: who it is, where
+to rendezvous, the lesson's rank entry, typed params and this rank's Actions
+(DESIGN.md: the launcher is handed the rank entry and the Actions; it never
+looks a lesson up).
 
 Pure: stdlib only.
 """
@@ -27,9 +32,34 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.faults import Fault
+from runtime.program import Action
+from runtime.restart import Attempt
+
 HEARTBEAT_INTERVAL_S = 0.25
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    """What one rank process is handed by its launcher (or by scenarios/torchrun.py)."""
+
+    rank: int
+    world_size: int
+    entry: str  # "package.module:function", chosen by the lesson
+    params: Any  # the lesson's typed params (a frozen dataclass), opaque here
+    actions: tuple[Action, ...] = ()
+    backend: str = "auto"
+    faults: list[Fault] = field(default_factory=list)
+    attempt: Attempt | None = None
+    stream: bool = True
+    run_dir: str = ""
+    host: str = "127.0.0.1"
+    port: int = 0
+    threads: int = 1
+    timeout_s: float = 120.0
 
 
 class Channel:
@@ -103,12 +133,12 @@ def _heartbeat(channel: Channel, rank: int) -> None:
         time.sleep(HEARTBEAT_INTERVAL_S)
 
 
-def rank_process(spec: dict[str, Any], conn: Any) -> None:
+def rank_process(spec: RankSpec, conn: Any) -> None:
     """Entry point of a launched rank (spawn target)."""
-    rank = spec["rank"]
+    rank = spec.rank
     _die_with_parent()
-    _redirect_stdio(os.path.join(spec["run_dir"], f"rank{rank}.log"))
-    threads = str(spec.get("threads", 1))
+    _redirect_stdio(os.path.join(spec.run_dir, f"rank{rank}.log"))
+    threads = str(spec.threads)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = threads
     keep_freed_memory()

@@ -22,9 +22,10 @@ from runtime import collectives
 from runtime.calibration import REDUCE_BYTES, REPS, SIZES
 from runtime.comm import Comm
 from runtime.program import Action
+from runtime.worker import RankContext
 
 
-def run_rank(ctx: Any) -> dict[str, Any]:
+def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
     n, rank = ctx.world_size, ctx.rank
     group = list(range(n))
     comm = Comm()

@@ -27,7 +27,9 @@ Pure: stdlib only.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from runtime import formulas
@@ -129,3 +131,40 @@ class CostModel:
     def from_dict(cls, data: dict[str, Any]) -> CostModel:
         data = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**data)
+
+
+def refine(
+    model: CostModel,
+    per_rank: Sequence[Mapping[str, float]],
+    *,
+    what: str,
+    p2p: Sequence[tuple[int, float]] = (),
+) -> CostModel:
+    """The cost model after a run: compute costs (and a point-to-point latency) as the
+    ranks measured them. The one way every lesson refines its prediction.
+
+    - `per_rank`: each rank's measured seconds per cost key, each already the median
+      of that rank's own repetitions. Combined across ranks by the **median**: when
+      four ranks share two cores, one rank descheduled while it timed is an outlier
+      that would pull a mean, and the median ignores it; a key only one rank measures
+      (a pipeline stage) keeps that rank's value.
+    - `p2p`: (bytes, one-way seconds) of messages the ranks timed between neighbours;
+      alpha becomes the median of seconds − bytes·beta (never below zero), the
+      latency a lesson's own messages see rather than the ring calibration's.
+    - `what` says in `source` which costs the run measured.
+    """
+    samples: dict[str, list[float]] = {}
+    for costs in per_rank:
+        for key, seconds in costs.items():
+            samples.setdefault(key, []).append(float(seconds))
+    if not samples and not p2p:
+        return model
+    alpha = model.alpha
+    if p2p:
+        alpha = max(0.0, statistics.median(s - nbytes * model.beta for nbytes, s in p2p))
+    return replace(
+        model,
+        alpha=alpha,
+        compute={**model.compute, **{k: statistics.median(v) for k, v in samples.items()}},
+        source=f"{model.source}; {what} measured in this run",
+    )

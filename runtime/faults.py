@@ -10,7 +10,7 @@
                                    so the restart after a failure must fall back
 
 Several `--fault` flags may be given. Parsed here (pure), carried to the ranks
-as plain dicts: time-based faults are fired by runtime.worker's timers,
+as Fault records: time-based faults are fired by runtime.worker's timers,
 step-based ones by the training loop of a lesson that has steps (scenarios
 .failure_resume_rank, which reads them from RankContext.faults), and `corrupt`
 by the restart supervisor (runtime.supervise) on the checkpoint directory. A
@@ -23,7 +23,7 @@ In DESIGN.md's picture: runtime, pure part (stdlib only).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from runtime.units import parse_duration
 
@@ -52,6 +52,7 @@ class Fault:
     step: int | None = None
     during: str | None = None
     checkpoint: str | None = None
+    index: int = 0  # its place among the run's --fault flags: names its fired record
 
     @property
     def timed(self) -> bool:
@@ -72,6 +73,11 @@ class Fault:
         if self.during is not None:
             parts.append(f"during={self.during}")
         return f"{self.kind}:{','.join(parts)}"
+
+
+def parse_faults(specs: list[str], world_size: int) -> list[Fault]:
+    """Every --fault flag of a run, each numbered by its place."""
+    return [replace(parse_fault(spec, world_size), index=i) for i, spec in enumerate(specs)]
 
 
 def parse_fault(spec: str, world_size: int) -> Fault:

@@ -2,7 +2,8 @@
 
 The parent side of DESIGN.md's real engine. It never imports torch: the UI
 process calls it, and its spawn target (runtime.bootstrap) imports the rank
-code by name inside the child.
+code inside the child. The caller hands it the lesson's rank entry, typed
+params and Program as data (LaunchSpec); each rank gets its own Actions.
 
 - spawn context; one one-way pipe per rank (a rank killed mid-write can only
   break its own pipe, never the others' channel, as a shared Queue's lock would);
@@ -37,6 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runtime.bootstrap import RankSpec, rank_process
+from runtime.faults import Fault
+from runtime.program import Program
+from runtime.restart import Attempt, RestartReport
 from runtime.trace import Counter, Mark, Span
 
 LOOPBACK = "127.0.0.1"
@@ -69,11 +74,16 @@ class RunCancelled(RuntimeError):
 
 @dataclass
 class LaunchSpec:
-    scenario: str
-    params: dict[str, Any]
+    """One launch: which rank entry, on how many ranks, with what params and Program."""
+
+    entry: str  # "package.module:function" taking a RankContext
     world_size: int
+    params: Any = None  # the lesson's typed params, handed to every rank as they are
+    program: Program | None = None  # rank r runs program.ranks[r]
+    name: str = "job"  # names the run directory
     backend: str = "auto"
-    faults: list[dict[str, Any]] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+    attempt: Attempt | None = None
     stream: bool = True
     run_dir: Path | None = None
     host: str = LOOPBACK
@@ -93,6 +103,7 @@ class LaunchResult:
     counters: list[Counter] = field(default_factory=list)
     # Failures, restarts, checkpoints (runtime.supervise fills them; a plain launch has none).
     marks: list[Mark] = field(default_factory=list)
+    restarts: RestartReport | None = None
 
 
 def prepare() -> None:
@@ -138,32 +149,34 @@ def launch(
     cancel: threading.Event | None = None,
 ) -> LaunchResult:
     n = spec.world_size
-    run_dir = spec.run_dir or default_run_dir(spec.scenario)
+    run_dir = spec.run_dir or default_run_dir(spec.name)
     run_dir.mkdir(parents=True, exist_ok=True)
     threads = spec.threads_per_rank or max(1, (os.cpu_count() or 1) // n)
     ctx = mp.get_context("spawn")
     port = free_port(spec.host)
     procs: list[Any] = []
     conns: list[Any] = []
-    from runtime.bootstrap import rank_process
-
+    if spec.program is not None and spec.program.world_size != n:
+        raise ValueError(f"program for {spec.program.world_size} ranks launched on {n}")
     started = time.monotonic()
     try:
         for rank in range(n):
             reader, writer = ctx.Pipe(duplex=False)
-            rank_spec = {
-                "rank": rank,
-                "world_size": n,
-                "scenario": spec.scenario,
-                "params": spec.params,
-                "backend": spec.backend,
-                "faults": spec.faults,
-                "stream": spec.stream,
-                "run_dir": str(run_dir),
-                "host": spec.host,
-                "port": port,
-                "threads": threads,
-            }
+            rank_spec = RankSpec(
+                rank=rank,
+                world_size=n,
+                entry=spec.entry,
+                params=spec.params,
+                actions=tuple(spec.program.ranks[rank]) if spec.program else (),
+                backend=spec.backend,
+                faults=spec.faults,
+                attempt=spec.attempt,
+                stream=spec.stream,
+                run_dir=str(run_dir),
+                host=spec.host,
+                port=port,
+                threads=threads,
+            )
             proc = ctx.Process(
                 target=rank_process, args=(rank_spec, writer), name=f"rank{rank}", daemon=True
             )
@@ -205,10 +218,10 @@ def _supervise(spec, procs, conns, run_dir, on_message, cancel, started) -> Laun
         elif kind == "ready":
             backend = msg[2]
         elif kind == "done":
-            result = msg[2]
-            spans.extend(Span.from_dict(s) for s in result.pop("spans", []))
-            counters.extend(Counter(**c) for c in result.pop("counters", []))
-            results[rank] = result
+            envelope = msg[2]
+            spans.extend(Span.from_dict(s) for s in envelope.get("spans", []))
+            counters.extend(Counter(**c) for c in envelope.get("counters", []))
+            results[rank] = envelope["result"]
         elif kind == "error":
             errors[rank] = msg[2]
         if on_message is not None and kind != "heartbeat":

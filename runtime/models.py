@@ -17,6 +17,7 @@ Engine part: imports torch, only inside rank processes.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -36,11 +37,10 @@ class GPTConfig:
         return asdict(self)
 
     @classmethod
-    def from_params(cls, params: dict) -> GPTConfig:
-        """The model knobs of a scenario's params (`vocab`, `seq`, `hidden`, `heads`,
-        `layers`, and `seed` when the scenario has one)."""
-        names = ("vocab", "seq", "hidden", "heads", "layers", "seed")
-        return cls(**{name: int(params[name]) for name in names if name in params})
+    def from_shape(cls, shape: Any, seed: int = 0) -> GPTConfig:
+        """The model a lesson's shape group describes (anything with `vocab`, `seq`,
+        `hidden`, `heads` and `layers`: scenarios.shape.GPTShape)."""
+        return cls(shape.vocab, shape.seq, shape.hidden, shape.heads, shape.layers, seed)
 
 
 class CausalSelfAttention(nn.Module):

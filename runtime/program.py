@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from collections import Counter as _Count
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
+
+from runtime.trace import POSITION_FIELDS
 
 # Kinds of action. Compute kinds are open-ended (any name with a cost key), but
 # these are the ones the lessons use and the exports colour.
@@ -48,6 +50,10 @@ class Action:
     - collective: `group` (ranks), `bytes` (the buffer size per rank, S),
       `algorithm` ("ring", "tree", "builtin").
 
+    `series` is the group the action belongs to when one Program runs several
+    variants one after the other (a pipeline schedule, a ZeRO stage, a config):
+    metrics, exports and the narrative group by it; the id is an opaque key.
+
     `args` holds what the executor needs and the timeline does not (which data
     chunk goes where); it is a tuple of pairs so the Action stays hashable.
     """
@@ -65,6 +71,7 @@ class Action:
     reduce: bool = False
     group: tuple[int, ...] | None = None
     algorithm: str | None = None
+    series: str | None = None
     stage: int | None = None
     microbatch: int | None = None
     chunk: int | None = None
@@ -116,7 +123,7 @@ class Action:
     def span_fields(self) -> dict[str, Any]:
         """The optional Span fields this action fills in (see runtime.trace.Span)."""
         out: dict[str, Any] = {"action_id": self.id}
-        for name in ("stage", "microbatch", "chunk", "step"):
+        for name in POSITION_FIELDS:
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -151,19 +158,8 @@ class Program:
         for rank_actions in self.ranks:
             yield from rank_actions
 
-    def by_id(self) -> dict[str, Action]:
-        return {action.id: action for action in self.actions()}
-
     def __len__(self) -> int:
         return sum(len(r) for r in self.ranks)
-
-    def relabel(self, prefix: str) -> Program:
-        """A copy whose action ids carry a prefix (to run two programs side by side)."""
-        return Program(
-            self.world_size,
-            [[replace(a, id=f"{prefix}{a.id}") for a in r] for r in self.ranks],
-            self.name,
-        )
 
     def validate(self) -> None:
         """Check what can be checked without running: ids, ranks, message pairing.
@@ -219,20 +215,3 @@ class Program:
                 raise ProgramError(
                     f"message sizes from rank {a} to rank {b}{channel} differ between send and recv"
                 )
-
-    def to_table(self) -> str:
-        """A printable listing, one line per action: programs are data to read and diff."""
-        lines = []
-        for rank, actions in enumerate(self.ranks):
-            lines.append(f"rank {rank}:")
-            for a in actions:
-                where = ""
-                if a.kind == "sendrecv":
-                    where = f" ->{a.dst} <-{a.src}"
-                elif a.dst is not None:
-                    where = f" ->{a.dst}"
-                elif a.src is not None:
-                    where = f" <-{a.src}"
-                size = f" {a.bytes}B" if (a.is_p2p or a.is_collective) else ""
-                lines.append(f"  {a.id:<28} {a.kind:<14} {a.label}{where}{size}")
-        return "\n".join(lines)

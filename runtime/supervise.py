@@ -43,7 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from runtime import checkpoint as ckpt
+from runtime.faults import Fault
 from runtime.launch import LaunchResult, LaunchSpec, RunFailed, default_run_dir, launch
+from runtime.restart import Attempt, FailureReport, RestartPolicy, RestartReport
 from runtime.trace import Counter, Mark, Span
 
 # The kind of span whose end means "this rank finished training step k".
@@ -51,16 +53,10 @@ STEP_END_KIND = "opt"
 CHECKPOINT_KIND = "checkpoint"
 
 
-@dataclass(frozen=True)
-class RestartPolicy:
-    """How a scenario wants to be restarted."""
-
-    max_restarts: int
-    resume_world_size: int | None = None  # ranks of every relaunch; None: the same
-
-
 @dataclass
 class _Failure:
+    """A failure while the run is still going: resumed_t is learnt from the next attempt."""
+
     rank: int | None
     cause: str
     failed_t: float | None
@@ -70,20 +66,17 @@ class _Failure:
     resumed_step: int
     resumed_t: float | None = None
 
-    def summary(self) -> dict[str, Any]:
-        return {
-            "rank": self.rank,
-            "cause": self.cause,
-            "failed_t": self.failed_t,
-            "detected_t": self.detected_t,
-            "restart_t": self.restart_t,
-            "resumed_t": self.resumed_t,
-            "completed_step": self.completed_step,
-            "resumed_from_step": self.resumed_step,
-            "lost_steps": max(0, self.completed_step - self.resumed_step),
-            "detection_s": None if self.failed_t is None else self.detected_t - self.failed_t,
-            "restart_s": None if self.resumed_t is None else self.resumed_t - self.detected_t,
-        }
+    def report(self) -> FailureReport:
+        return FailureReport(
+            self.rank,
+            self.cause,
+            self.failed_t,
+            self.detected_t,
+            self.restart_t,
+            self.resumed_t,
+            self.completed_step,
+            self.resumed_step,
+        )
 
 
 def _completed_step(spans: list[Span]) -> int:
@@ -134,7 +127,7 @@ class _Run:
 
     def __init__(self, spec: LaunchSpec, policy: RestartPolicy):
         self.spec, self.policy = spec, policy
-        self.run_dir = spec.run_dir or default_run_dir(spec.scenario)
+        self.run_dir = spec.run_dir or default_run_dir(spec.name)
         self.root = self.run_dir / "checkpoints"
         self.fired_dir = self.run_dir / "faults"
         self.origin_file = self.run_dir / "origin.json"
@@ -144,7 +137,7 @@ class _Run:
         # time.monotonic() (the launcher's clock) to perf_counter_ns: both CLOCK_MONOTONIC
         # on Linux, so the offset is ~0; measured anyway for other platforms.
         self.mono_offset_ns = time.perf_counter_ns() - time.monotonic_ns()
-        self.pending = [{**fault, "index": i} for i, fault in enumerate(spec.faults)]
+        self.pending: list[Fault] = list(spec.faults)
         self.marks: list[Mark] = []
         self.spans: list[Span] = []
         self.counters: list[Counter] = []
@@ -168,27 +161,25 @@ class _Run:
     # -- one attempt ---------------------------------------------------------------------
     def attempt_spec(self) -> LaunchSpec:
         self.worlds.append(self.world)
-        attempt = len(self.failures)
-        params = {
-            **self.spec.params,
-            "_supervisor": {
-                "attempt": attempt,
-                "world_size": self.world,
-                "checkpoint_dir": str(self.root),
-                "resume": str(self.resume) if self.resume else None,
-                "resume_step": self.resume_step,
-                "fired_dir": str(self.fired_dir),
-                "origin_ns": self.origin_ns,
-                "origin_file": str(self.origin_file),
-            },
-        }
+        index = len(self.failures)
+        attempt = Attempt(
+            index=index,
+            world_size=self.world,
+            checkpoint_dir=str(self.root),
+            fired_dir=str(self.fired_dir),
+            origin_file=str(self.origin_file),
+            resume=str(self.resume) if self.resume else None,
+            resume_step=self.resume_step,
+            origin_ns=self.origin_ns,
+        )
         return replace(
             self.spec,
-            params=params,
+            program=self.policy.program_for(self.world),
+            attempt=attempt,
             world_size=self.world,
-            faults=[f for f in self.pending if f["kind"] != "corrupt"],
+            faults=[f for f in self.pending if f.kind != "corrupt"],
             stream=True,  # a failed attempt has no result: its spans only arrive streamed
-            run_dir=self.run_dir / f"attempt{attempt}",
+            run_dir=self.run_dir / f"attempt{index}",
         )
 
     def _resumed(self, spans: list[Span]) -> None:
@@ -274,8 +265,8 @@ class _Run:
         )
         detected_t = self.seconds(detected_ns)
         fired = _fired(self.fired_dir, self.pending)
-        timed = [f for f in self.pending if f.get("after_s") is not None and f["rank"] == exc.rank]
-        self.pending = [f for f in self.pending if f["index"] not in fired and f not in timed]
+        timed = [f for f in self.pending if f.after_s is not None and f.rank == exc.rank]
+        self.pending = [f for f in self.pending if f.index not in fired and f not in timed]
         failed_t = None
         if fired:
             first = min(fired.values(), key=lambda r: r["t_ns"])
@@ -284,10 +275,10 @@ class _Run:
         elif timed:
             # A timer fired it (runtime.worker): when exactly is not recorded, so the
             # mark sits at the detection and detection_s stays unknown.
-            what = "killed (SIGKILL)" if timed[0]["kind"] == "kill" else "hung (SIGSTOP)"
+            what = "killed (SIGKILL)" if timed[0].kind == "kill" else "hung (SIGSTOP)"
             label = (
                 f"fault: rank {exc.rank} {what} by a timer "
-                f"{timed[0]['after_s']:g} s after its start"
+                f"{timed[0].after_s:g} s after its start"
             )
             self.marks.append(Mark(detected_t, "failure", label, rank=exc.rank))
         delay = f" ({(detected_t - failed_t) * 1e3:.0f} ms later)" if failed_t else ""
@@ -306,7 +297,7 @@ class _Run:
         marks, corrupted = _prepare_restart(self.root, self.pending, t)
         self.marks.extend(marks)
         if corrupted:
-            self.pending = [f for f in self.pending if f["kind"] != "corrupt"]
+            self.pending = [f for f in self.pending if f.kind != "corrupt"]
         self.resume, skipped = ckpt.newest_valid(self.root)
         for path, reason in skipped:
             self.marks.append(
@@ -327,15 +318,6 @@ class _Run:
         self.spans.extend(final_spans)
         self.counters.extend(result.counters or attempt.counters)
         self.marks.extend(_progress_marks(self.spans))
-        summaries = [f.summary() for f in self.failures]
-        summary = {
-            "restarts": len(self.failures),
-            "world_sizes": self.worlds,
-            "failures": summaries,
-            "lost_steps": sum(f["lost_steps"] for f in summaries),
-        }
-        for rank_result in result.rank_results:
-            rank_result["supervisor"] = summary
         return LaunchResult(
             spans=sorted(self.spans, key=lambda s: (s.start, s.rank)),
             rank_results=result.rank_results,
@@ -344,6 +326,7 @@ class _Run:
             wall_s=(time.perf_counter_ns() - self.started_ns) / 1e9,
             counters=sorted(self.counters, key=lambda c: (c.t, c.rank)),
             marks=sorted(self.marks, key=lambda m: m.t),
+            restarts=RestartReport(self.worlds, [f.report() for f in self.failures]),
         )
 
 
@@ -357,13 +340,13 @@ def _lost(spans: list[Span], resume_step: int) -> list[Span]:
     return out
 
 
-def _fired(fired_dir: Path, pending: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+def _fired(fired_dir: Path, pending: list[Fault]) -> dict[int, dict[str, Any]]:
     """Records the ranks wrote just before firing a step fault (index -> record)."""
     out = {}
     for fault in pending:
-        path = fired_dir / f"fault{fault['index']}.json"
+        path = fired_dir / f"fault{fault.index}.json"
         if path.exists():
-            out[fault["index"]] = json.loads(path.read_text())
+            out[fault.index] = json.loads(path.read_text())
     return out
 
 
@@ -378,7 +361,7 @@ def _failure_label(record: dict[str, Any]) -> str:
 
 
 def _prepare_restart(
-    root: Path, pending: list[dict[str, Any]], t: float
+    root: Path, pending: list[Fault], t: float
 ) -> tuple[list[Mark], bool]:
     """Remove unfinished writes; apply a pending corruption to the newest checkpoint
     (once one exists). Returns the marks and whether the corruption was applied."""
@@ -392,7 +375,7 @@ def _prepare_restart(
                 f"{path.name.lstrip('.')} never finished (its writer died before the rename): removed",
             )
         )
-    if any(f["kind"] == "corrupt" for f in pending):
+    if any(f.kind == "corrupt" for f in pending):
         newest = ckpt.committed(root)
         if newest:
             step, path = newest[0]

@@ -13,10 +13,15 @@ Pure: stdlib only.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-_OPTIONAL_SPAN_FIELDS = ("action_id", "stage", "microbatch", "chunk", "step", "bytes", "peer")
+# The fields an Action may fill in on its Span (runtime.program.Action.span_fields),
+# in the order the exports list them. `series` is the group a step belongs to (a
+# schedule, a ZeRO stage, a config): the UI groups by it and never parses ids.
+POSITION_FIELDS = ("series", "stage", "microbatch", "chunk", "step")
+OPTIONAL_SPAN_FIELDS = ("action_id", *POSITION_FIELDS, "bytes", "peer")
 
 
 @dataclass
@@ -29,6 +34,7 @@ class Span:
     start: float
     end: float
     action_id: str | None = None
+    series: str | None = None
     stage: int | None = None
     microbatch: int | None = None
     chunk: int | None = None
@@ -48,7 +54,7 @@ class Span:
             "start": self.start,
             "end": self.end,
         }
-        for name in _OPTIONAL_SPAN_FIELDS:
+        for name in OPTIONAL_SPAN_FIELDS:
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -89,6 +95,14 @@ class Mark:
         return out
 
 
+def makespan(spans: Iterable[Span]) -> float:
+    """From the first span's start to the last one's end (0 for none)."""
+    spans = list(spans)
+    if not spans:
+        return 0.0
+    return max(s.end for s in spans) - min(s.start for s in spans)
+
+
 @dataclass
 class Timeline:
     spans: list[Span] = field(default_factory=list)
@@ -97,9 +111,7 @@ class Timeline:
 
     @property
     def makespan(self) -> float:
-        if not self.spans:
-            return 0.0
-        return max(s.end for s in self.spans) - min(s.start for s in self.spans)
+        return makespan(self.spans)
 
     @property
     def end(self) -> float:
@@ -111,12 +123,9 @@ class Timeline:
     def by_action(self) -> dict[str, Span]:
         return {s.action_id: s for s in self.spans if s.action_id is not None}
 
-    def sorted(self) -> Timeline:
-        return Timeline(
-            sorted(self.spans, key=lambda s: (s.start, s.rank)),
-            sorted(self.counters, key=lambda c: (c.t, c.rank)),
-            sorted(self.marks, key=lambda m: m.t),
-        )
+    def of_series(self, series: str | None, *, skip: tuple[str, ...] = ("barrier",)) -> list[Span]:
+        """The spans of one series (a schedule, a ZeRO stage), barriers left out."""
+        return [s for s in self.spans if s.series == series and s.kind not in skip]
 
     def to_dict(self) -> dict[str, Any]:
         return {

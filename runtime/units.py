@@ -73,6 +73,22 @@ def format_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def typed_bytes(n: int) -> str:
+    """A size as a learner types it, exactly: 4MiB, 96KiB, 1000 (no rounding)."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+def typed_duration(s: float) -> str:
+    """A duration as a learner types it, exactly: 3h, 19min, 90s, 0.5s."""
+    for unit, size in (("h", 3600.0), ("min", 60.0)):
+        if s and abs(s) >= size and float(s / size).is_integer():
+            return f"{s / size:g}{unit}"
+    return f"{s:g}s"
+
+
 def format_seconds(s: float) -> str:
     if s is None:
         return "-"

@@ -1,30 +1,33 @@
-"""The rank process: rendezvous, run a scenario's rank code, record a Span per Action.
+"""The rank process: rendezvous, run a lesson's rank code, record a Span per Action.
 
 The real engine of DESIGN.md's picture. Two ways in, one rank code:
 
 - launched by runtime.launch (via runtime.bootstrap): rendezvous on
-  tcp://127.0.0.1:<free port>, spans streamed to the parent over the rank's
-  pipe as each Action finishes, heartbeats watched by the parent;
-- under torchrun: `torchrun --standalone --nproc-per-node N -m runtime.worker
-  SCENARIO [-p key=value]... --out DIR` rendezvous through env://, and each
-  rank writes its spans and results to DIR (read back by `playground replay`).
+  tcp://127.0.0.1:<free port>, records streamed to the parent over the rank's
+  pipe, heartbeats watched by the parent;
+- under torchrun (scenarios/torchrun.py looks the lesson up and calls
+  `torchrun_rank`): env:// rendezvous, and each rank writes its spans and
+  result to an output directory (read back by `playground replay`).
 
-Every rank builds the same Program from the same params (it is pure data), runs
-its own list with the scenario's rank handler, and reports its Spans and
-Counters (memory, microbatches in flight) in batches every 50 ms (`records`)
-and at the end (`done` with the handler's result dict).
+The caller hands each rank everything as data (DESIGN.md's dependency
+injection): the rank entry ("module:function", chosen by the lesson), the
+typed params, this rank's Actions, its faults and, under the restart
+supervisor, its Attempt. Nothing here names a lesson or imports `scenarios`.
+The entry gets a RankContext and returns the lesson's typed result record (a
+dataclass), sent back as plain JSON-able data.
 
-Time zero is rank 0's CLOCK_MONOTONIC reading when all ranks left the start
-barrier (perf_counter_ns is CLOCK_MONOTONIC on Linux, shared by the processes
-of one host). Across hosts the offsets are not corrected yet.
+Records (Spans and Counters) are batched every 50 ms; time zero is rank 0's
+CLOCK_MONOTONIC reading when all ranks left the start barrier
+(perf_counter_ns is CLOCK_MONOTONIC on Linux, shared by the processes of one
+host). Across hosts the offsets are not corrected yet.
 
 Engine part: imports torch, only ever inside rank processes.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
+import dataclasses
 import importlib
 import json
 import os
@@ -36,61 +39,60 @@ import traceback
 from collections.abc import Callable, Iterable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import torch
 import torch.distributed as dist
 
+from runtime.bootstrap import RankSpec, keep_freed_memory
+from runtime.faults import Fault
 from runtime.files import write_text_atomic
-from runtime.program import Action, Program
+from runtime.program import Action
+from runtime.restart import Attempt
 from runtime.simulate import span_for
 from runtime.trace import Counter
 
-JOBS = {"calibrate": "runtime.calibration_rank:run_rank"}
-# Scenarios are plug-ins the runtime loads by name: the layer above (scenarios/)
-# depends on runtime, never the other way round (DESIGN.md's layer rule).
-SCENARIO_REGISTRY = "scenarios.registry"
 STREAM_INTERVAL_S = 0.05
+P = TypeVar("P")
 
 
-class RankContext:
-    """What a scenario's rank handler gets: who it is, its Program, and the recorder."""
+class RankContext(Generic[P]):
+    """What a lesson's rank entry gets: who it is, its typed params, its Actions, and
+    the recorder of Spans and Counters."""
 
     def __init__(
         self,
         *,
         rank: int,
         world_size: int,
-        scenario: str,
-        params: dict[str, Any],
-        program: Program | None,
+        params: P,
+        actions: list[Action],
         backend: str,
         device: torch.device,
         emit: Callable[[tuple], None],
         stream: bool,
         channel: Any = None,
-        faults: list[dict[str, Any]] | None = None,
+        faults: list[Fault] | None = None,
+        attempt: Attempt | None = None,
     ):
         self.rank = rank
         self.world_size = world_size
-        self.scenario = scenario
         self.params = params
-        self.program = program
+        self.actions = actions
         self.backend = backend
         self.device = device
         self._emit = emit
         self._stream = stream
         self._channel = channel
-        # Parsed --fault dicts (runtime.faults): rank code fires the step-based ones.
+        # Parsed --fault specs: rank code fires the step-based ones (timers fire the rest).
         self.faults = list(faults or [])
+        # Under the restart supervisor: which attempt, where checkpoints live, and
+        # the first attempt's time origin. None when launched plainly or by torchrun.
+        self.attempt = attempt
         self.t0_ns = time.perf_counter_ns()
         self.spans: list[dict[str, Any]] = []
         self.counters: list[dict[str, Any]] = []
         self._last_flush_ns = time.perf_counter_ns()
-
-    @property
-    def actions(self) -> list[Action]:
-        return self.program.ranks[self.rank] if self.program else []
 
     def start_clock(self) -> None:
         """Barrier, then agree on time zero: rank 0's clock as the barrier released it."""
@@ -160,97 +162,86 @@ def _device(backend: str) -> torch.device:
     return torch.device("cpu")
 
 
-def _load(entry: str) -> Callable[[RankContext], dict[str, Any]]:
+def load_entry(entry: str) -> Callable[[RankContext[Any]], Any]:
+    """The rank entry a lesson chose ("package.module:function")."""
     module, _, name = entry.partition(":")
     return getattr(importlib.import_module(module), name)
 
 
-def _build(scenario_name: str, params: dict[str, Any]) -> tuple[Program | None, str]:
-    """The Program and rank entry of a scenario, or of a job ("calibrate", or any
-    "module:function" taking a RankContext, which the engine tests use)."""
-    if scenario_name in JOBS:
-        return None, JOBS[scenario_name]
-    if ":" in scenario_name:
-        return None, scenario_name
-    scenario = importlib.import_module(SCENARIO_REGISTRY).get_scenario(scenario_name)
-    return scenario.build(params), scenario.rank_entry
+def plain(result: Any) -> dict[str, Any]:
+    """A lesson's result record (a dataclass) as JSON-able data; jobs may return dicts."""
+    if result is None:
+        return {}
+    if dataclasses.is_dataclass(result) and not isinstance(result, type):
+        return dataclasses.asdict(result)
+    return dict(result)
 
 
-def _schedule_faults(faults: list[dict[str, Any]], rank: int) -> None:
+def _schedule_faults(faults: list[Fault], rank: int) -> None:
     for fault in faults:
-        if fault["rank"] != rank or fault.get("after_s") is None:
+        if fault.rank != rank or fault.after_s is None:
             continue  # step and checkpoint faults are fired by the rank code (ctx.faults)
-        sig = signal.SIGKILL if fault["kind"] == "kill" else signal.SIGSTOP
-        timer = threading.Timer(fault["after_s"], os.kill, args=(os.getpid(), sig))
+        sig = signal.SIGKILL if fault.kind == "kill" else signal.SIGSTOP
+        timer = threading.Timer(fault.after_s, os.kill, args=(os.getpid(), sig))
         timer.daemon = True
         timer.start()
 
 
 def run_rank(
-    *,
-    rank: int,
-    world_size: int,
-    scenario: str,
-    params: dict[str, Any],
+    spec: RankSpec,
     backend: str,
+    *,
     emit: Callable[[tuple], None],
     stream: bool,
-    faults: list[dict[str, Any]],
     channel: Any = None,
 ) -> dict[str, Any]:
-    """Shared by both ways in, after the process group exists."""
-    torch.manual_seed(1234 + rank)
-    _schedule_faults(faults, rank)
-    program, entry = _build(scenario, params)
-    ctx = RankContext(
-        rank=rank,
-        world_size=world_size,
-        scenario=scenario,
-        params=params,
-        program=program,
+    """Shared by both ways in, after the process group exists: the envelope of the
+    rank's result (the lesson's record, the backend, torch's version, and the
+    records not streamed)."""
+    torch.manual_seed(1234 + spec.rank)
+    _schedule_faults(spec.faults, spec.rank)
+    ctx: RankContext[Any] = RankContext(
+        rank=spec.rank,
+        world_size=spec.world_size,
+        params=spec.params,
+        actions=list(spec.actions),
         backend=backend,
         device=_device(backend),
         emit=emit,
         stream=stream,
         channel=channel,
-        faults=faults,
+        faults=spec.faults,
+        attempt=spec.attempt,
     )
-    result = _load(entry)(ctx) or {}
+    result = plain(load_entry(spec.entry)(ctx))
     ctx.flush()
-    result.setdefault("backend", backend)
-    result["torch_version"] = torch.__version__
+    envelope: dict[str, Any] = {
+        "result": result,
+        "backend": backend,
+        "torch_version": torch.__version__,
+    }
     if not stream:
-        result["spans"] = ctx.spans
-        result["counters"] = ctx.counters
-    return result
+        envelope["spans"] = ctx.spans
+        envelope["counters"] = ctx.counters
+    return envelope
 
 
-def launched_main(spec: dict[str, Any], channel: Any) -> None:
+def launched_main(spec: RankSpec, channel: Any) -> None:
     """Entry from runtime.bootstrap: rendezvous on loopback, report over the pipe."""
-    rank = spec["rank"]
+    rank = spec.rank
     try:
-        torch.set_num_threads(int(spec.get("threads", 1)))
-        backend = resolve_backend(spec["backend"])
+        torch.set_num_threads(spec.threads)
+        backend = resolve_backend(spec.backend)
         dist.init_process_group(
             backend,
-            init_method=f"tcp://{spec['host']}:{spec['port']}",
+            init_method=f"tcp://{spec.host}:{spec.port}",
             rank=rank,
-            world_size=spec["world_size"],
-            timeout=timedelta(seconds=spec.get("timeout_s", 120)),
+            world_size=spec.world_size,
+            timeout=timedelta(seconds=spec.timeout_s),
         )
         channel.send(("ready", rank, backend, os.getpid()))
-        result = run_rank(
-            rank=rank,
-            world_size=spec["world_size"],
-            scenario=spec["scenario"],
-            params=spec["params"],
-            backend=backend,
-            emit=channel.send,
-            stream=spec.get("stream", True),
-            faults=spec.get("faults", []),
-            channel=channel,
-        )
-        channel.send(("done", rank, result))
+        envelope = run_rank(spec, backend, emit=channel.send, stream=spec.stream, channel=channel)
+        channel.send(("done", rank, envelope))
     except BaseException as exc:  # report, then exit non-zero: the parent names the rank
         traceback.print_exc()
         with contextlib.suppress(OSError, ValueError):
@@ -264,65 +255,19 @@ def launched_main(spec: dict[str, Any], channel: Any) -> None:
 
 
 # -- torchrun -----------------------------------------------------------------
-def torchrun_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m runtime.worker",
-        description="Run one rank of a playground scenario under torchrun; writes the timeline to --out.",
-    )
-    parser.add_argument("scenario")
-    parser.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--out", required=True, help="directory for the measured timeline")
-    parser.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
-    args = parser.parse_args(argv)
-
-    rank = int(os.environ["RANK"])
-    world_size = int(os.environ["WORLD_SIZE"])
-    importlib.import_module("runtime.bootstrap").keep_freed_memory()
-    registry = importlib.import_module(SCENARIO_REGISTRY)
-    base = importlib.import_module("scenarios.base")
-    try:
-        scenario = registry.get_scenario(args.scenario)
-        raw = base.parse_param_args(args.param)
-        raw.setdefault("ranks", str(world_size))
-        params = scenario.resolve(raw, mode="run")
-        if scenario.world_size(params) != world_size:
-            raise base.ParamError(
-                f"ranks={scenario.world_size(params)} but torchrun started {world_size} processes"
-            )
-    except (KeyError, base.ParamError) as exc:
-        print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
-        return 2
-
-    backend = resolve_backend(args.backend)
-    torch.set_num_threads(
-        max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
-    )
-    dist.init_process_group(backend, timeout=timedelta(seconds=120))
-    out = Path(args.out)
+def torchrun_rank(spec: RankSpec, out: Path, meta: dict[str, Any]) -> None:
+    """One rank under torchrun (env:// rendezvous): run, write rank<R>.json to `out`,
+    and on rank 0 the run's `meta` (lesson, params, backend) as run.json."""
+    keep_freed_memory()
+    backend = resolve_backend(spec.backend)
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", spec.world_size))
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
+    dist.init_process_group(backend, timeout=timedelta(seconds=spec.timeout_s))
     out.mkdir(parents=True, exist_ok=True)
-    result = run_rank(
-        rank=rank,
-        world_size=world_size,
-        scenario=args.scenario,
-        params=params,
-        backend=backend,
-        emit=lambda _msg: None,
-        stream=False,
-        faults=[],
-    )
-    write_text_atomic(out / f"rank{rank}.json", json.dumps({"rank": rank, "result": result}))
-    if rank == 0:
-        meta = {
-            "scenario": args.scenario,
-            "params": params,
-            "world_size": world_size,
-            "backend": backend,
-        }
-        write_text_atomic(out / "run.json", json.dumps({**meta, "launcher": "torchrun"}))
+    envelope = run_rank(spec, backend, emit=lambda _msg: None, stream=False)
+    write_text_atomic(out / f"rank{spec.rank}.json", json.dumps({"rank": spec.rank, **envelope}))
+    if spec.rank == 0:
+        doc = {**meta, "world_size": spec.world_size, "backend": backend, "launcher": "torchrun"}
+        write_text_atomic(out / "run.json", json.dumps(doc))
     dist.barrier()
     dist.destroy_process_group()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(torchrun_main())

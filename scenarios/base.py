@@ -1,169 +1,71 @@
-"""What a lesson's scenario declares: parameters, narrative, Program, metrics.
+"""The lesson contract: what one lesson package declares, typed from end to end.
 
-A scenario module (one per lesson, e.g. scenarios.ring_allreduce) subclasses
-Scenario and reads top to bottom like the lesson: its Params (validated the
-same way for the CLI, the app's form and torchrun), its narrative steps in
-Spanish and English, `build(params) -> Program`, and `metrics(...)` that turn
-timelines and the ranks' results into the numbers the learner compares.
+DESIGN.md's "lesson contract". A lesson is a package under scenarios/ whose
+`lesson.py` (no torch) reads top to bottom like the lesson it teaches:
 
-The rank-side code that touches torch lives in a sibling module named by
-`rank_entry` ("module:function"), imported only inside rank processes, so the
-UI can import every scenario without loading torch.
+1. its params, a frozen dataclass (scenarios.params), and its rank result
+   record (a dataclass the rank code returns, sent back as JSON);
+2. its narrative, bilingual steps shown when the time cursor is in one of
+   their phases;
+3. `build(params) -> Program`, the Actions each rank runs (runtime.program);
+4. `metrics(params, predicted, run) -> list[Metric]` (scenarios.metrics);
+
+and ends with a `Lesson` that names them, with the rank entry
+("scenarios.<lesson>.rank:run_rank", a torch module the UI never imports).
+
+Optional hooks: `estimate` (the cost model's compute costs before any run has
+measured them), `check_faults` (which --fault specs the lesson can honour) and
+`restart_policy` (restart like torchrun after a failure). After a run the
+prediction is refined one way for every lesson (runtime.costmodel.refine)
+from what the ranks measured (`RankResult.compute_costs`, `p2p`).
 
 Imports: runtime's pure part only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Generic, TypeVar
 
-from runtime import formulas
-from runtime.costmodel import CostModel
+from runtime.costmodel import CostModel, refine
 from runtime.faults import Fault, require_timed
 from runtime.program import Program
+from runtime.restart import RestartPolicy, RestartReport
 from runtime.trace import Timeline
-from runtime.units import format_bytes, parse_bytes, parse_duration
-
-if TYPE_CHECKING:  # the supervisor pulls numpy and safetensors: not on the UI's start path
-    from runtime.supervise import RestartPolicy
-
-Mode = Literal["run", "predict"]
+from scenarios.metrics import Metric
+from scenarios.params import Mode, ParamError, Params, shown
 
 
-class ParamError(ValueError):
-    """A parameter the user got wrong; the message says what is allowed."""
+@dataclass(frozen=True, kw_only=True)
+class RankResult:
+    """Base of every lesson's rank result: what the prediction is refined with.
+
+    `compute_costs`: seconds per cost key this rank measured (the median of its own
+    repetitions); `p2p`: (bytes, one-way seconds) of messages it timed.
+    """
+
+    compute_costs: dict[str, float] = field(default_factory=dict)
+    p2p: list[tuple[int, float]] = field(default_factory=list)
 
 
-def _number(value: float) -> str:
-    """1048576, not 1.04858e+06: a bound the learner reads and types back."""
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+P = TypeVar("P", bound=Params)
+R = TypeVar("R", bound=RankResult)
 
 
 @dataclass(frozen=True)
-class Param:
-    """One declared parameter.
+class RunData(Generic[R]):
+    """What a real run gives a lesson's metrics besides the prediction."""
 
-    kinds: "int", "float", "bytes" (with units), "duration" (with units),
-    "choice" (one of `choices`), "choices" (a comma list of `choices`).
-    `maximum` bounds a real run on this machine; `predict_maximum` (if set)
-    bounds `predict`, which can go far beyond what one machine can run.
-    """
-
-    name: str
-    kind: str
-    default: Any
-    help: dict[str, str]
-    choices: tuple[str, ...] = ()
-    minimum: float | None = None
-    maximum: float | None = None
-    predict_maximum: float | None = None
-
-    def upper(self, mode: Mode) -> float | None:
-        if mode == "predict" and self.predict_maximum is not None:
-            return self.predict_maximum
-        return self.maximum
-
-    def allowed(self, mode: Mode) -> str:
-        if self.kind in ("choice", "choices"):
-            many = " (or a comma list)" if self.kind == "choices" else ""
-            return f"one of {', '.join(self.choices)}{many}"
-        low, high = self.minimum, self.upper(mode)
-        show = format_bytes if self.kind == "bytes" else _number
-        unit = " with a unit, e.g. 64KiB, 4MiB" if self.kind == "bytes" else ""
-        if self.kind == "duration":
-            unit = " with a unit, e.g. 0.5s, 90s, 3h"
-        bounds = ""
-        if low is not None and high is not None:
-            bounds = f" from {show(low)} to {show(high)}"
-        elif low is not None:
-            bounds = f" of at least {show(low)}"
-        kind = {
-            "int": "an integer",
-            "float": "a number",
-            "bytes": "a size",
-            "duration": "a duration",
-        }[self.kind]
-        return f"{kind}{bounds}{unit}"
-
-    def parse(self, text: Any, mode: Mode) -> Any:
-        where = f"{self.name}={text}"
-        if self.kind == "choice":
-            if str(text) not in self.choices:
-                raise ParamError(f"{where}: {self.name} must be {self.allowed(mode)}")
-            return str(text)
-        if self.kind == "choices":
-            items = text if isinstance(text, list | tuple) else str(text).split(",")
-            picked = [str(t).strip() for t in items if str(t).strip()]
-            bad = [t for t in picked if t not in self.choices]
-            if not picked or bad:
-                raise ParamError(f"{where}: {self.name} must be {self.allowed(mode)}")
-            return picked
-        try:
-            if self.kind == "int":
-                value: float = int(str(text), 10) if not isinstance(text, int) else text
-            elif self.kind == "float":
-                value = float(text)
-            elif self.kind == "bytes":
-                value = text if isinstance(text, int) else parse_bytes(str(text))
-            elif self.kind == "duration":
-                value = float(text) if isinstance(text, int | float) else parse_duration(str(text))
-            else:
-                raise ParamError(f"{self.name}: unknown parameter kind {self.kind}")
-        except ValueError:
-            raise ParamError(f"{where}: {self.name} must be {self.allowed(mode)}") from None
-        low, high = self.minimum, self.upper(mode)
-        if (low is not None and value < low) or (high is not None and value > high):
-            limit = (
-                " on a real run (predict allows more)"
-                if mode == "run" and self.predict_maximum
-                else ""
-            )
-            raise ParamError(f"{where}: {self.name} must be {self.allowed(mode)}{limit}")
-        return value
-
-
-def int_param(
-    name: str,
-    default: int,
-    es: str,
-    en: str,
-    minimum: float | None,
-    maximum: float | None,
-    predict_maximum: float | None = None,
-) -> Param:
-    """An integer Param with its help in both languages: the common case, in one line."""
-    return Param(
-        name,
-        "int",
-        default,
-        {"es": es, "en": en},
-        minimum=minimum,
-        maximum=maximum,
-        predict_maximum=predict_maximum,
-    )
-
-
-def gpt_parameters(params: dict[str, Any]) -> int:
-    """Parameters of the MiniGPT a lesson's shape knobs describe (vocab, seq, hidden, layers)."""
-    return formulas.gpt_parameter_count(
-        params["vocab"], params["seq"], params["hidden"], params["layers"]
-    )
-
-
-def check_run_size(count: int, limit: int) -> None:
-    """Refuse a real run of a model larger than this machine trains in a lesson's time."""
-    if count > limit:
-        raise ParamError(
-            f"the model has {count:,} parameters; a real run here allows at most "
-            f"{limit:,} (lower hidden or layers, or use predict)"
-        )
+    measured: Timeline
+    results: list[R]
+    restarts: RestartReport | None = None  # the supervisor's account, when it restarted
 
 
 @dataclass(frozen=True)
 class NarrativeStep:
-    """One step of the lesson, shown when the cursor is in one of its phases."""
+    """One step of the lesson, shown when the cursor is in one of its phases; `metric`
+    names the Metric whose value it quotes (of the series under the cursor)."""
 
     id: str
     title: dict[str, str]
@@ -175,6 +77,8 @@ class NarrativeStep:
 
 @dataclass(frozen=True)
 class LessonInfo:
+    """A lesson of the unit as the home screen and `playground list` show it."""
+
     lesson: int
     scenario: str
     title: dict[str, str]
@@ -182,91 +86,64 @@ class LessonInfo:
     available: bool
 
 
-def parse_param_args(pairs: Iterable[str]) -> dict[str, str]:
+def only_timed_faults(params: Any, faults: list[Fault]) -> None:
+    """Default: a lesson without training steps or checkpoints honours timed faults only."""
+    require_timed(faults)
+
+
+def parse_param_args(pairs: list[str]) -> dict[str, str]:
     """`["size=4MiB", "ranks=4"]` -> {"size": "4MiB", "ranks": "4"}."""
     out: dict[str, str] = {}
     for pair in pairs:
         key, eq, value = pair.partition("=")
         if not eq or not key.strip():
-            raise ParamError(f"malformed -p {pair!r}: use -p key=value")
+            raise ParamError(None, f"malformed -p {shown(pair)}: use -p key=value")
         out[key.strip()] = value.strip()
     return out
 
 
-@dataclass
-class Scenario:
-    """Base of every lesson's scenario; subclasses fill the class attributes."""
+@dataclass(frozen=True)
+class Lesson(Generic[P, R]):
+    """A lesson, as its package declares it; the registry lists them."""
 
-    name: str = ""
-    lesson: int = 0
-    title: dict[str, str] = field(default_factory=dict)
-    summary: dict[str, str] = field(default_factory=dict)
-    params: tuple[Param, ...] = ()
-    narrative: tuple[NarrativeStep, ...] = ()
-    rank_entry: str = ""
+    name: str
+    number: int
+    title: dict[str, str]
+    summary: dict[str, str]
+    params: type[P]
+    result: type[R]
+    narrative: tuple[NarrativeStep, ...]
+    build: Callable[[P], Program]
+    metrics: Callable[[P, Timeline, RunData[R] | None], list[Metric]]
+    rank_entry: str
+    estimate: Callable[[P, CostModel], CostModel] | None = None
+    refined: str = "compute costs"  # what a run measures, said in the profile's source
+    check_faults: Callable[[P, list[Fault]], None] = only_timed_faults
+    restart_policy: Callable[[P], RestartPolicy | None] | None = None
 
-    def param(self, name: str) -> Param:
-        for p in self.params:
-            if p.name == name:
-                return p
-        raise KeyError(name)
+    @property
+    def info(self) -> LessonInfo:
+        return LessonInfo(self.number, self.name, self.title, self.summary, True)
 
-    def resolve(self, raw: dict[str, Any], mode: Mode) -> dict[str, Any]:
-        """Defaults filled in, every value parsed and checked; ParamError otherwise."""
-        names = [p.name for p in self.params]
-        unknown = sorted(set(raw) - set(names))
-        if unknown:
-            raise ParamError(
-                f"unknown parameter {unknown[0]!r} for {self.name}; allowed: {', '.join(names)}"
-            )
-        values = {p.name: p.parse(raw.get(p.name, p.default), mode) for p in self.params}
-        self.check(values, mode)
-        return values
-
-    def check(self, params: dict[str, Any], mode: Mode) -> None:
-        """Rules between parameters; raise ParamError naming the rule."""
-
-    def world_size(self, params: dict[str, Any]) -> int:
-        return int(params["ranks"])
-
-    def build(self, params: dict[str, Any]) -> Program:
-        raise NotImplementedError
+    def parse(self, raw: dict[str, Any], mode: Mode) -> P:
+        """The typed params of `raw` (strings as typed, or typed values); ParamError."""
+        return self.params.parse(raw, mode)
 
     def prepare_model(
-        self,
-        params: dict[str, Any],
-        model: CostModel,
-        rank_results: list[dict[str, Any]] | None = None,
+        self, params: P, model: CostModel, results: list[R] | None = None
     ) -> CostModel:
-        """The cost model to simulate with: `model` itself unless the scenario adds
-        compute costs (estimated before a run, measured by the ranks after it)."""
+        """The cost model to simulate with: the lesson's estimate before a run, refined
+        with what the ranks measured after it."""
+        if self.estimate is not None:
+            model = self.estimate(params, model)
+        if results:
+            model = refine(
+                model,
+                [r.compute_costs for r in results],
+                p2p=[sample for r in results for sample in r.p2p],
+                what=self.refined,
+            )
         return model
-
-    def metrics(
-        self,
-        params: dict[str, Any],
-        predicted: Timeline,
-        measured: Timeline | None = None,
-        rank_results: list[dict[str, Any]] | None = None,
-    ) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def check_faults(self, params: dict[str, Any], faults: list[Fault]) -> None:
-        """Refuse faults this scenario cannot honour (ValueError/ParamError naming why).
-        Default: only time-based faults; scenarios with steps and checkpoints allow more."""
-        require_timed(faults)
-
-    def restart_policy(self, params: dict[str, Any]) -> RestartPolicy | None:
-        """How to restart after a failure, like torchrun (runtime.supervise); None: a
-        failure ends the run."""
-        return None
-
-    def memory_rows(
-        self, params: dict[str, Any], metrics: dict[str, Any]
-    ) -> list[tuple[str, int, bool, dict[str, float]]]:
-        """Bars for the app's memory panel: (group, rank, predicted?, bytes by category),
-        category among params, grads, optimizer, activations, buffers. None by default."""
-        return []
 
     def step_for_phase(self, phase: str | None) -> NarrativeStep | None:
         for step in self.narrative:

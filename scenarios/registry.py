@@ -1,101 +1,78 @@
-"""The registry of lessons and their scenarios, in the order the course teaches them.
+"""The registry of lessons, in the order the course teaches them.
 
 Every lesson of the unit is listed, built or not: the app's home screen and
 `playground list` show the ones still to come as such, rather than hiding them.
+A built lesson is its package's `LESSON` (its titles live there, once); a
+planned one is a LessonInfo here until its package exists, then removed.
 
-Imports: scenario definitions only (no torch).
+Adding a lesson: write scenarios/<name>/ (lesson.py, rank.py, its mechanism),
+import its LESSON below, and drop its PLANNED entry.
+
+Imports: lesson definitions only (no torch).
 """
 
 from __future__ import annotations
 
-from scenarios import failure_resume, pipeline, ring_allreduce, zero
-from scenarios.base import LessonInfo, Scenario
+from scenarios.base import Lesson, LessonInfo
+from scenarios.ring_allreduce.lesson import LESSON as RING_ALLREDUCE
 
-SCENARIOS: dict[str, Scenario] = {
-    s.name: s
-    for s in (
-        ring_allreduce.SCENARIO,
-        zero.SCENARIO,
-        failure_resume.SCENARIO,
-        pipeline.SCENARIO,
-    )
-}
+LESSONS: dict[str, Lesson] = {lesson.name: lesson for lesson in (RING_ALLREDUCE,)}
 
-_PLANNED = [
-    (
+PLANNED = (
+    LessonInfo(
         0,
         "why-distribute",
-        "¿Por qué distribuir?",
-        "Why distribute at all",
-        "Presión de memoria o de tiempo, y el coste de un experimento en la nube.",
-        "Memory pressure vs time pressure, and the cost of a cloud experiment.",
+        {"es": "¿Por qué distribuir?", "en": "Why distribute at all"},
+        {
+            "es": "Presión de memoria o de tiempo, y el coste de un experimento en la nube.",
+            "en": "Memory pressure vs time pressure, and the cost of a cloud experiment.",
+        },
+        False,
     ),
-    (
-        2,
-        "zero",
-        "ZeRO y FSDP",
-        "ZeRO and FSDP",
-        "Dónde va la memoria del entrenamiento y qué quita cada etapa de ZeRO.",
-        "Where training memory goes and what each ZeRO stage removes.",
-    ),
-    (
-        3,
-        "failure-resume",
-        "Tolerancia a fallos",
-        "Fault tolerance",
-        "Punto de control, fallo y reanudación exacta; cada cuánto guardar.",
-        "Checkpoint, fail, resume exactly; how often to save.",
-    ),
-    (
+    LessonInfo(
         4,
         "tensor-parallel",
-        "Paralelismo de tensores",
-        "Tensor parallelism",
-        "Un bloque Transformer entero partido entre GPUs a la Megatron.",
-        "A whole Transformer block split across GPUs, Megatron style.",
+        {"es": "Paralelismo de tensores", "en": "Tensor parallelism"},
+        {
+            "es": "Un bloque Transformer entero partido entre GPUs a la Megatron.",
+            "en": "A whole Transformer block split across GPUs, Megatron style.",
+        },
+        False,
     ),
-    (
-        5,
-        "pipeline",
-        "Planificaciones de pipeline",
-        "Pipeline schedules",
-        "GPipe, 1F1B, intercalado y zero-bubble: burbujas y memoria.",
-        "GPipe, 1F1B, interleaved and zero-bubble: bubbles and memory.",
-    ),
-    (
+    LessonInfo(
         6,
         "mixed-precision",
-        "Precisión mixta y buckets",
-        "Mixed precision and bucketing",
-        "Escalado de la pérdida y buckets de DDP que solapan la comunicación.",
-        "Loss scaling and DDP buckets that overlap communication.",
+        {"es": "Precisión mixta y buckets", "en": "Mixed precision and bucketing"},
+        {
+            "es": "Escalado de la pérdida y buckets de DDP que solapan la comunicación.",
+            "en": "Loss scaling and DDP buckets that overlap communication.",
+        },
+        False,
     ),
-    (
+    LessonInfo(
         7,
         "inference",
-        "Inferencia distribuida",
-        "Distributed inference",
-        "Decodificación TP/PP, caché KV, réplicas y un SLO de latencia.",
-        "TP/PP decode, KV cache, replicas and a latency SLO.",
+        {"es": "Inferencia distribuida", "en": "Distributed inference"},
+        {
+            "es": "Decodificación TP/PP, caché KV, réplicas y un SLO de latencia.",
+            "en": "TP/PP decode, KV cache, replicas and a latency SLO.",
+        },
+        False,
     ),
-]
+)
 
 
-def get_scenario(name: str) -> Scenario:
+def get_lesson(name: str) -> Lesson:
     try:
-        return SCENARIOS[name]
+        return LESSONS[name]
     except KeyError:
         raise KeyError(
-            f"unknown scenario {name!r}; available: {', '.join(sorted(SCENARIOS))}"
+            f"unknown scenario {name!r}; available: {', '.join(sorted(LESSONS))}"
         ) from None
 
 
 def lessons() -> list[LessonInfo]:
     """Every lesson of the unit, in course order, built or still to come."""
-    out = [LessonInfo(s.lesson, s.name, s.title, s.summary, True) for s in SCENARIOS.values()]
-    for lesson, name, es, en, sum_es, sum_en in _PLANNED:
-        if name not in SCENARIOS:
-            out.append(
-                LessonInfo(lesson, name, {"es": es, "en": en}, {"es": sum_es, "en": sum_en}, False)
-            )
-    return sorted(out, key=lambda info: info.lesson)
+    built = [lesson.info for lesson in LESSONS.values()]
+    planned = [info for info in PLANNED if info.scenario not in LESSONS]
+    return sorted(built + planned, key=lambda info: info.lesson)

@@ -13,6 +13,7 @@ import torch.distributed as dist
 
 from runtime import comm
 from runtime.formulas import even_split
+from runtime.worker import RankContext
 
 DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64)
 
@@ -32,7 +33,7 @@ def _same(got: torch.Tensor, want: torch.Tensor) -> bool:
     return torch.equal(got, want)
 
 
-def check_collectives(ctx: Any) -> dict[str, Any]:
+def check_collectives(ctx: RankContext[None]) -> dict[str, Any]:
     """Every hand-made collective against torch.distributed's built-in, for many shapes."""
     n, rank = ctx.world_size, ctx.rank
     failures: list[str] = []
@@ -90,7 +91,7 @@ def check_collectives(ctx: Any) -> dict[str, Any]:
     return {"failures": failures, "checked": checked}
 
 
-def sleep_forever(ctx: Any) -> dict[str, Any]:
+def sleep_forever(ctx: RankContext[None]) -> dict[str, Any]:
     """A rank job that never finishes on its own (for hang and cancel tests)."""
     import time
 
@@ -99,7 +100,7 @@ def sleep_forever(ctx: Any) -> dict[str, Any]:
         time.sleep(0.05)
 
 
-def raise_on_rank_one(ctx: Any) -> dict[str, Any]:
+def raise_on_rank_one(ctx: RankContext[None]) -> dict[str, Any]:
     ctx.start_clock()
     if ctx.rank == 1:
         raise ValueError("deliberate failure for the test")

@@ -8,12 +8,15 @@ import time
 
 import pytest
 
+from runtime.faults import Fault
 from runtime.launch import LaunchSpec, RunCancelled, RunFailed, launch
+
+pytestmark = pytest.mark.ranks
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 8])
 def test_hand_collectives_equal_torch_builtins(n: int) -> None:
-    result = launch(LaunchSpec("rank_jobs:check_collectives", {}, n))
+    result = launch(LaunchSpec("rank_jobs:check_collectives", n))
     for rank, rank_result in enumerate(result.rank_results):
         assert rank_result["failures"] == [], f"rank {rank}"
         assert rank_result["checked"] == 4 * 6
@@ -34,7 +37,7 @@ def _alive(pids: list[int]) -> list[int]:
 
 def test_a_raising_rank_is_named() -> None:
     with pytest.raises(RunFailed) as info:
-        launch(LaunchSpec("rank_jobs:raise_on_rank_one", {}, 3))
+        launch(LaunchSpec("rank_jobs:raise_on_rank_one", 3))
     assert info.value.rank == 1
     assert "deliberate failure" in info.value.cause
     assert info.value.log_path is not None and info.value.log_path.exists()
@@ -48,9 +51,8 @@ def test_hang_is_detected_and_every_rank_is_gone() -> None:
         launch(
             LaunchSpec(
                 "rank_jobs:sleep_forever",
-                {},
                 3,
-                faults=[{"kind": "hang", "rank": 2, "after_s": 0.2}],
+                faults=[Fault("hang", 2, after_s=0.2)],
             ),
             on_message=lambda m: pids.append(m[3]) if m[0] == "ready" else None,
         )
@@ -71,6 +73,6 @@ def test_cancel_stops_every_rank() -> None:
                 threading.Timer(0.5, cancel.set).start()
 
     with pytest.raises(RunCancelled):
-        launch(LaunchSpec("rank_jobs:sleep_forever", {}, 2), on_message=on_message, cancel=cancel)
+        launch(LaunchSpec("rank_jobs:sleep_forever", 2), on_message=on_message, cancel=cancel)
     assert _alive(pids) == []
     assert os.getpid() not in pids

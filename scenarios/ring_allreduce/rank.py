@@ -1,11 +1,11 @@
 """Rank side of lesson 1: run the ring (or tree, or built-in) all-reduce for real.
 
 Called inside each rank process by runtime.worker with a RankContext. It runs
-this rank's Actions of the `ring-allreduce` Program on a real buffer with
-runtime.comm, one Span per Action; in every iteration it also runs the
-Program's reference actions (torch's own all_reduce on the same data, after a
-barrier), so the two are timed side by side; and it checks the hand-made
-result against torch's.
+this rank's Actions of the `ring-allreduce` Program (scenarios.ring_allreduce
+.lesson) on a real buffer with runtime.comm, one Span per Action; in every
+iteration it also runs the Program's reference actions (torch's own all_reduce
+on the same data, after a barrier), so the two are timed side by side; and it
+checks the hand-made result against torch's.
 
 Engine part: imports torch (rank processes only; the UI never imports this).
 """
@@ -13,14 +13,14 @@ Engine part: imports torch (rank processes only; the UI never imports this).
 from __future__ import annotations
 
 from itertools import groupby
-from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from runtime.comm import Comm
 from runtime.program import Action
-from scenarios.ring_allreduce import REFERENCE
+from runtime.worker import RankContext
+from scenarios.ring_allreduce.lesson import REFERENCE, RingParams, RingResult
 
 DTYPES = {
     "float32": torch.float32,
@@ -31,7 +31,7 @@ DTYPES = {
 
 
 def is_reference(action: Action) -> bool:
-    return REFERENCE in action.id
+    return action.series == REFERENCE
 
 
 def make_input(rank: int, numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -44,11 +44,10 @@ def make_input(rank: int, numel: int, dtype: torch.dtype, device: torch.device) 
     return data.to(device)
 
 
-def run_rank(ctx: Any) -> dict[str, Any]:
+def run_rank(ctx: RankContext[RingParams]) -> RingResult:
     params = ctx.params
-    dtype = DTYPES[params["dtype"]]
-    itemsize = torch.tensor([], dtype=dtype).element_size()
-    x = make_input(ctx.rank, params["size"] // itemsize, dtype, ctx.device)
+    dtype = DTYPES[params.dtype]
+    x = make_input(ctx.rank, params.numel, dtype, ctx.device)
     comm = Comm()
     iterations = [list(group) for _, group in groupby(ctx.actions, key=lambda a: a.step)]
 
@@ -68,7 +67,7 @@ def run_rank(ctx: Any) -> dict[str, Any]:
         scratch.copy_(x)
         comm.run([a for a in actions if is_reference(a)], scratch, runner=ctx.execute)
     bytes_sent = comm.bytes_sent // len(iterations)
-    uses_hand_comm = params["algorithm"] != "builtin"
+    uses_hand_comm = params.algorithm != "builtin"
 
     if dtype.is_floating_point:
         diff = (work.double() - reference.double()).abs().max().item() if work.numel() else 0.0
@@ -77,8 +76,8 @@ def run_rank(ctx: Any) -> dict[str, Any]:
     else:
         diff = float((work - reference).abs().max().item()) if work.numel() else 0.0
         equal = diff == 0
-    return {
-        "bytes_sent_per_iteration": bytes_sent if uses_hand_comm else None,
-        "max_abs_diff_vs_builtin": diff,
-        "equals_builtin": bool(equal),
-    }
+    return RingResult(
+        bytes_sent_per_iteration=bytes_sent if uses_hand_comm else None,
+        max_abs_diff_vs_builtin=diff,
+        equals_builtin=bool(equal),
+    )

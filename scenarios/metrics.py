@@ -1,0 +1,105 @@
+"""Typed metrics: what a lesson reports, measured beside predicted, in one shape.
+
+Part of DESIGN.md's lesson contract. A lesson's `metrics` returns a list of
+Metric; the app's metrics panel, the CLI's text, `--json` and the HTML export
+all render that list by one generic path and none of them knows a lesson.
+
+A Metric has a name, a unit (which decides how it is printed), a `value` (the
+measurement, or the only value of a fact such as a formula or a count) and,
+where the lesson predicts it, its `predicted` twin: a predicted metric is one
+with `predicted` set, shown as "measured | predicted | error" even before the
+run has measured it. A value is a scalar or a list (per rank, per step). The
+`series` says which schedule, ZeRO stage or config it belongs to (the same
+field the Program's Actions carry), and `category` marks a byte count as one
+part of a memory bar (params, grads, optimizer, activations, buffers).
+
+Imports: stdlib only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+# How a value is printed (playground.formatting): seconds, bytes, GB/s, a share of a
+# whole, a ratio (×), a count, a plain number, yes/no, text, a numerical difference.
+Unit = Literal["s", "bytes", "GB/s", "fraction", "ratio", "count", "number", "flag", "text", "diff"]
+UNITS: tuple[str, ...] = Unit.__args__  # type: ignore[attr-defined]
+Scalar = float | int | bool | str | None
+Value = Scalar | list[Scalar]
+CATEGORIES = ("params", "grads", "optimizer", "activations", "buffers")
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: Unit
+    value: Value = None
+    predicted: Value = None
+    series: str | None = None
+    category: str | None = None
+    per: Literal["rank", "step"] | None = None  # what a list value is indexed by
+
+    @property
+    def is_predicted(self) -> bool:
+        """True when the lesson predicts this quantity (shown beside its measurement)."""
+        return self.predicted is not None
+
+    @property
+    def error(self) -> float | None:
+        """|predicted − measured| / |measured|; for lists, the largest over ranks."""
+        return relative_error(self.value, self.predicted)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: None fields left out, non-finite numbers as null (strict JSON)."""
+        out = {k: _finite(v) for k, v in asdict(self).items() if v is not None}
+        error = self.error
+        if error is not None and math.isfinite(error):
+            out["error"] = error
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Metric:
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def relative_error(measured: Value, predicted: Value) -> float | None:
+    if isinstance(measured, list):
+        twins = predicted if isinstance(predicted, list) else [predicted] * len(measured)
+        if len(twins) != len(measured):
+            return None
+        errors = [relative_error(m, p) for m, p in zip(measured, twins, strict=True)]
+        known = [e for e in errors if e is not None]
+        return max(known) if known else None
+    if not _number(measured) or not _number(predicted) or not measured:
+        return None
+    return abs(float(predicted) - float(measured)) / abs(float(measured))  # type: ignore[arg-type]
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def find(metrics: list[Metric], name: str, series: str | None = None) -> Metric | None:
+    """The metric called `name` of `series` (or the first of that name if the series has none)."""
+    named = [m for m in metrics if m.name == name]
+    return next((m for m in named if m.series == series), named[0] if named else None)
+
+
+def series_of(metrics: list[Metric]) -> list[str]:
+    """The series the metrics speak of, in order of first appearance."""
+    seen: dict[str, None] = {}
+    for metric in metrics:
+        if metric.series is not None:
+            seen.setdefault(metric.series)
+    return list(seen)

@@ -1,0 +1,335 @@
+"""Lesson 1: data parallelism needs an all-reduce, and the ring does it in 2(n-1) steps.
+
+The `ring-allreduce` lesson, top to bottom: its params, its narrative, its
+Program, its metrics. Each timed iteration starts with a barrier (so all ranks
+start together) and then runs the chosen algorithm on a buffer of `size` bytes
+per rank:
+
+- ring: the hand-made ring reduce-scatter + all-gather (runtime.collectives),
+  one sendrecv Span per step with its bytes, peer and chunk;
+- tree: binomial-tree reduce to rank 0, then binomial-tree broadcast;
+- builtin: torch.distributed.all_reduce, one Span per rank.
+
+Whatever the algorithm, every iteration ends with a reference: a barrier and
+torch's own all_reduce on the same data (series "reference"), timed as Spans of
+the same Program, side by side with the hand-made one; the rank code
+(scenarios.ring_allreduce.rank) checks that the hand result equals torch's.
+
+Metrics follow nccl-tests' definitions: algbw = S/t, busbw = algbw·2(n-1)/n.
+
+Imports: runtime's pure part and the lesson contract (the UI imports this).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, replace
+
+from runtime import collectives, formulas
+from runtime.program import Action, Program
+from runtime.trace import Timeline
+from scenarios.base import Lesson, NarrativeStep, RankResult, RunData
+from scenarios.metrics import Metric
+from scenarios.params import Mode, ParamError, Params, choice, integer, size
+
+DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
+# Above this many ranks `predict` costs each rank's whole all-reduce as one action
+# (the same formula the step-by-step ring adds up to), so 4096 ranks stay fast.
+STEPWISE_MAX_RANKS = 64
+# The series of torch's all_reduce, timed in every iteration beside the hand-made one.
+REFERENCE = "reference"
+
+
+# -- parameters -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RingParams(Params):
+    ranks: int = integer(
+        4, "número de rangos (procesos)", "number of ranks (processes)", 2, 16, 4096
+    )
+    size: int = size(
+        4 * 2**20,
+        "bytes del búfer de cada rango",
+        "bytes of each rank's buffer",
+        1,
+        256 * 2**20,
+        2**40,
+    )
+    algorithm: str = choice(
+        "ring", ("ring", "tree", "builtin"), "algoritmo del all-reduce", "all-reduce algorithm"
+    )
+    dtype: str = choice("float32", tuple(DTYPE_BYTES), "tipo de dato", "data type")
+    repeat: int = integer(
+        3,
+        "iteraciones medidas (se informa la mediana)",
+        "timed iterations (the median is reported)",
+        1,
+        50,
+    )
+
+    def check(self, mode: Mode) -> None:
+        if self.size % self.itemsize:
+            raise ParamError(
+                "size",
+                f"size={self.size}: must be a whole number of {self.dtype} elements "
+                f"({self.itemsize} bytes each)",
+            )
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def numel(self) -> int:
+        return self.size // self.itemsize
+
+    @property
+    def stepwise(self) -> bool:
+        """True when the Program lists every step of a hand-made algorithm."""
+        return self.algorithm != "builtin" and self.ranks <= STEPWISE_MAX_RANKS
+
+
+@dataclass(frozen=True, kw_only=True)
+class RingResult(RankResult):
+    """What each rank reports: bytes it sent per iteration (hand-made algorithms), and
+    how far its result is from torch's all_reduce of the same data."""
+
+    bytes_sent_per_iteration: int | None
+    max_abs_diff_vs_builtin: float
+    equals_builtin: bool
+
+
+# -- narrative ----------------------------------------------------------------------------
+NARRATIVE = (
+    NarrativeStep(
+        "ddp-needs",
+        {"es": "Qué necesita DDP", "en": "What DDP needs"},
+        {
+            "es": "En paralelismo de datos cada rango calcula gradientes con su parte del lote. Antes del "
+            "paso del optimizador todos necesitan la suma de los gradientes de todos: un all-reduce. "
+            "Una barrera alinea a los rangos al empezar cada iteración.",
+            "en": "In data parallelism each rank computes gradients on its share of the batch. Before the "
+            "optimizer step every rank needs the sum of everyone's gradients: an all-reduce. A barrier "
+            "lines the ranks up at the start of each iteration.",
+        },
+        formula="grad = Σ_r grad_r   (all-reduce, op = SUM)",
+        phases=("start",),
+    ),
+    NarrativeStep(
+        "reduce-scatter",
+        {"es": "Fase 1: reduce-scatter", "en": "Phase 1: reduce-scatter"},
+        {
+            "es": "El búfer se parte en n trozos. En cada uno de los n−1 pasos, cada rango envía un trozo "
+            "a su vecino de la derecha y suma el que recibe de la izquierda. Al final, el rango i tiene "
+            "el trozo i completamente sumado.",
+            "en": "The buffer is cut into n chunks. In each of the n−1 steps every rank sends one chunk "
+            "to its right neighbour and adds the one it receives from the left. At the end rank i holds "
+            "chunk i fully summed.",
+        },
+        formula="T_RS = (n−1)·α + S·(n−1)/n·(β+γ)",
+        metric="time_s",
+        phases=("reduce-scatter", "reduce"),
+    ),
+    NarrativeStep(
+        "all-gather",
+        {"es": "Fase 2: all-gather", "en": "Phase 2: all-gather"},
+        {
+            "es": "Otros n−1 pasos: cada rango reenvía el último trozo completo que tiene, sin sumar, hasta "
+            "que todos tienen todos los trozos. Cada rango envía en total 2·S·(n−1)/n bytes, casi "
+            "independiente de n: por eso el anillo escala.",
+            "en": "Another n−1 steps: each rank forwards the latest complete chunk it holds, without "
+            "adding, until everyone has every chunk. Each rank sends 2·S·(n−1)/n bytes in all, nearly "
+            "independent of n: that is why the ring scales.",
+        },
+        formula="T_AG = (n−1)·α + S·(n−1)/n·β ;  bytes/rank = 2·S·(n−1)/n",
+        metric="bytes_sent_per_rank",
+        phases=("all-gather", "broadcast"),
+    ),
+    NarrativeStep(
+        "cost",
+        {"es": "El coste y el ancho de banda de bus", "en": "The cost and the bus bandwidth"},
+        {
+            "es": "Sumando las dos fases: 2(n−1) latencias α, 2S(n−1)/n bytes por el enlace y S(n−1)/n "
+            "bytes reducidos. nccl-tests define busbw = (S/t)·2(n−1)/n, comparable con el ancho de banda "
+            "del enlace para cualquier n. Compárelo con el all_reduce de torch medido en la misma ejecución.",
+            "en": "Adding both phases: 2(n−1) latencies α, 2S(n−1)/n bytes over the link and S(n−1)/n "
+            "bytes reduced. nccl-tests defines busbw = (S/t)·2(n−1)/n, comparable with the link's "
+            "bandwidth for any n. Compare it with torch's all_reduce measured in the same run.",
+        },
+        formula="T = 2(n−1)·α + 2S(n−1)/n·β + S(n−1)/n·γ ;  busbw = S/t · 2(n−1)/n",
+        metric="busbw_vs_builtin",
+        phases=("all-reduce", "reference"),
+    ),
+)
+
+
+# -- program ------------------------------------------------------------------------------
+def build(params: RingParams) -> Program:
+    n, algorithm = params.ranks, params.algorithm
+    group = list(range(n))
+    members = tuple(group)  # one shared tuple: the simulator keys collectives by it
+    program = Program(n, name="ring-allreduce")
+    for step in range(params.repeat):
+        prefix = f"it{step}."
+        program.extend(_barriers(prefix, step, members, series=algorithm, phase="start"))
+        if not params.stepwise:
+            # One action per rank, costed by the algorithm's formula.
+            label = "all_reduce" if algorithm == "builtin" else f"{algorithm} all_reduce"
+            for rank in group:
+                program.add(
+                    Action(
+                        id=f"{prefix}allreduce@r{rank}",
+                        rank=rank,
+                        kind="all_reduce",
+                        label=label,
+                        bytes=params.size,
+                        group=members,
+                        algorithm=algorithm,
+                        series=algorithm,
+                        step=step,
+                        phase="all-reduce",
+                    )
+                )
+        else:
+            if algorithm == "ring":
+                schedule = collectives.ring_all_reduce(
+                    group, params.numel, params.itemsize, prefix=prefix, step=step
+                )
+            else:
+                schedule = collectives.tree_all_reduce(group, params.size, prefix=prefix, step=step)
+            for rank in group:
+                program.extend(replace(a, series=algorithm) for a in schedule[rank])
+        program.extend(_reference(prefix, step, members, params.size))
+    return program
+
+
+def _barriers(
+    prefix: str, step: int, members: tuple[int, ...], *, series: str, phase: str
+) -> list[Action]:
+    return [
+        Action(
+            id=f"{prefix}{series}.barrier@r{rank}",
+            rank=rank,
+            kind="barrier",
+            label="barrier",
+            group=members,
+            series=series,
+            step=step,
+            phase=phase,
+        )
+        for rank in members
+    ]
+
+
+def _reference(prefix: str, step: int, members: tuple[int, ...], nbytes: int) -> list[Action]:
+    """torch's own all_reduce on the same data, after a barrier, in every iteration:
+    measured side by side with the hand-made one, so drifts in the machine's load
+    hit both alike (and the learner sees both on one timeline)."""
+    out = _barriers(prefix, step, members, series=REFERENCE, phase="reference")
+    for rank in members:
+        out.append(
+            Action(
+                id=f"{prefix}{REFERENCE}.all_reduce@r{rank}",
+                rank=rank,
+                kind="all_reduce",
+                label="torch all_reduce",
+                bytes=nbytes,
+                group=members,
+                algorithm="builtin",
+                series=REFERENCE,
+                step=step,
+                phase="reference",
+            )
+        )
+    return out
+
+
+# -- metrics ------------------------------------------------------------------------------
+def metrics(
+    params: RingParams, predicted: Timeline, run: RunData[RingResult] | None
+) -> list[Metric]:
+    n, nbytes = params.ranks, params.size
+    hand, reference = params.algorithm, REFERENCE
+    predicted_s = statistics.median(iteration_times(predicted, hand))
+    builtin_predicted_s = statistics.median(iteration_times(predicted, reference))
+    measured_s = builtin_s = None
+    if run is not None:
+        measured_s = statistics.median(iteration_times(run.measured, hand))
+        builtin_s = statistics.median(iteration_times(run.measured, reference))
+
+    def busbw(seconds: float | None) -> float | None:
+        return formulas.busbw("all_reduce", n, nbytes, seconds) / 1e9 if seconds else None
+
+    out = [
+        Metric("time_s", "s", measured_s, predicted_s),
+        Metric("busbw_gbps", "GB/s", busbw(measured_s), busbw(predicted_s)),
+        Metric("builtin_time_s", "s", builtin_s, builtin_predicted_s),
+        Metric("builtin_busbw_gbps", "GB/s", busbw(builtin_s), busbw(builtin_predicted_s)),
+    ]
+    expected = expected_bytes(params, build(params) if params.stepwise else None)
+    if run is None:
+        return [*out, Metric("expected_bytes_per_rank", "bytes", expected)]
+    results = run.results
+    sent = [r.bytes_sent_per_iteration for r in results]
+    ratio = (busbw(measured_s) or 0.0) / (busbw(builtin_s) or 1.0) if builtin_s else None
+    return [
+        *out,
+        Metric(
+            "algbw_gbps", "GB/s", formulas.algbw(nbytes, measured_s) / 1e9 if measured_s else None
+        ),
+        Metric("busbw_vs_builtin", "ratio", ratio),
+        Metric(
+            "bytes_sent_per_rank",
+            "bytes",
+            None if any(s is None for s in sent) else sent,
+            expected,
+            per="rank",
+        ),
+        Metric("max_abs_diff_vs_builtin", "diff", max(r.max_abs_diff_vs_builtin for r in results)),
+        Metric("equals_builtin", "flag", all(r.equals_builtin for r in results)),
+    ]
+
+
+def iteration_times(timeline: Timeline, series: str) -> list[float]:
+    """Per iteration: from the first rank starting the series' all-reduce to the last
+    one finishing it."""
+    bounds: dict[int, list[float]] = {}
+    for span in timeline.of_series(series):
+        if span.step is None:
+            continue
+        lo_hi = bounds.setdefault(span.step, [span.start, span.end])
+        lo_hi[0] = min(lo_hi[0], span.start)
+        lo_hi[1] = max(lo_hi[1], span.end)
+    return [hi - lo for _, (lo, hi) in sorted(bounds.items())] or [0.0]
+
+
+def expected_bytes(params: RingParams, program: Program | None) -> float | list[float]:
+    """Ring: the formula 2S(n-1)/n. Tree: what each rank's schedule sends (it differs by rank)."""
+    n = params.ranks
+    if params.algorithm != "tree" or program is None:
+        return formulas.ring_all_reduce_bytes_per_rank(n, params.size)
+    per_rank = [0.0] * n
+    for action in program.actions():
+        if action.step == 0:
+            for _dst, nbytes in action.sends():
+                per_rank[action.rank] += nbytes
+    return per_rank
+
+
+LESSON = Lesson(
+    name="ring-allreduce",
+    number=1,
+    title={
+        "es": "Paralelismo de datos y all-reduce en anillo",
+        "en": "Data parallelism and ring all-reduce",
+    },
+    summary={
+        "es": "Cada rango suma sus gradientes con los de todos: reduce-scatter + all-gather en un anillo.",
+        "en": "Every rank sums its gradients with everyone's: reduce-scatter + all-gather around a ring.",
+    },
+    params=RingParams,
+    result=RingResult,
+    narrative=NARRATIVE,
+    build=build,
+    metrics=metrics,
+    rank_entry="scenarios.ring_allreduce.rank:run_rank",
+)

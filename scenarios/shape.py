@@ -1,0 +1,51 @@
+"""The MiniGPT's shape knobs, one shared group of params for every lesson that trains it.
+
+Part of DESIGN.md's lesson contract: the model's layers, hidden size, heads,
+sequence length and vocabulary are declared once, with one set of bounds and
+one rule (hidden a multiple of heads); a lesson puts a `GPTShape` with its own
+defaults in its params (`model: GPTShape = GPTShape(layers=8, hidden=64)`),
+its knobs are typed at top level (`-p hidden=128`), and the rank code builds
+the model from it (`runtime.models.GPTConfig.from_shape`).
+
+The bounds of a real run are generous on purpose: what bounds a real run is
+the parameter count (`check_run_size`), which is what the time and memory of a
+lesson depend on.
+
+Imports: runtime's pure part only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runtime import formulas
+from scenarios.params import Mode, ParamError, Params, integer
+
+
+@dataclass(frozen=True)
+class GPTShape(Params):
+    layers: int = integer(2, "capas del MiniGPT", "MiniGPT layers", 1, 64, 4096)
+    hidden: int = integer(32, "dimensión oculta", "hidden size", 8, 512, 1 << 17)
+    heads: int = integer(4, "cabezas de atención", "attention heads", 1, 32, 1024)
+    seq: int = integer(16, "longitud de secuencia", "sequence length", 4, 256, 1 << 20)
+    vocab: int = integer(64, "tamaño del vocabulario", "vocabulary size", 8, 1024, 1 << 20)
+
+    def check(self, mode: Mode) -> None:
+        if self.hidden % self.heads:
+            raise ParamError(
+                "hidden", f"hidden={self.hidden}: must be a multiple of heads={self.heads}"
+            )
+
+    @property
+    def parameters(self) -> int:
+        """Parameters of the MiniGPT of this shape (runtime.models)."""
+        return formulas.gpt_parameter_count(self.vocab, self.seq, self.hidden, self.layers)
+
+    def check_run_size(self, limit: int) -> None:
+        """Refuse a real run of a model larger than this machine trains in a lesson's time."""
+        if self.parameters > limit:
+            raise ParamError(
+                "hidden",
+                f"the model has {self.parameters:,} parameters; a real run here allows at "
+                f"most {limit:,} (lower hidden or layers, or use predict)",
+            )
