@@ -21,6 +21,13 @@ from dataclasses import dataclass
 from runtime import formulas
 from scenarios.params import Mode, ParamError, Params, integer
 
+# Bytes of one fp32 element: the MiniGPT trains in fp32 on this machine.
+FP32 = 4
+# A rough CPU rate for `predict` before a run has timed the MiniGPT's compute (one
+# core, small matmuls through PyTorch's eager overhead); a run replaces it with its
+# timings (runtime.costmodel.refine). Shared by every lesson that trains the MiniGPT.
+CPU_FLOPS_PER_S = 2e9
+
 
 @dataclass(frozen=True)
 class GPTShape(Params):
