@@ -14,8 +14,9 @@ and ends with a `Lesson` that names them, with the rank entry
 ("scenarios.<lesson>.rank:run_rank", a torch module the UI never imports).
 
 Optional hooks: `estimate` (the cost model's compute costs before any run has
-measured them), `check_faults` (which --fault specs the lesson can honour) and
-`restart_policy` (restart like torchrun after a failure). After a run the
+measured them), `check_faults` (which --fault specs the lesson can honour),
+`restart_policy` (restart like torchrun after a failure) and `curves` (figures
+drawn beside the timeline, such as overhead versus checkpoint interval). After a run the
 prediction is refined one way for every lesson (runtime.costmodel.refine)
 from what the ranks measured (`RankResult.compute_costs`, `p2p`).
 
@@ -33,7 +34,7 @@ from runtime.faults import Fault, require_timed
 from runtime.program import Program
 from runtime.restart import RestartPolicy, RestartReport
 from runtime.trace import Timeline
-from scenarios.metrics import Metric
+from scenarios.metrics import Curve, Metric
 from scenarios.params import Mode, ParamError, Params, shown
 
 
@@ -120,6 +121,7 @@ class Lesson(Generic[P, R]):
     refined: str = "compute costs"  # what a run measures, said in the profile's source
     check_faults: Callable[[P, list[Fault]], None] = only_timed_faults
     restart_policy: Callable[[P], RestartPolicy | None] | None = None
+    curves: Callable[[P], list[Curve]] | None = None  # figures beside the timeline
 
     @property
     def info(self) -> LessonInfo:

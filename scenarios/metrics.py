@@ -103,3 +103,22 @@ def series_of(metrics: list[Metric]) -> list[str]:
         if metric.series is not None:
             seen.setdefault(metric.series)
     return list(seen)
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A figure a lesson draws beside its timeline: y series over one x axis, with
+    labelled vertical lines (the checkpoint-interval lesson's overhead vs interval,
+    with Young's, Daly's and the simulated optimum). Rendered generically."""
+
+    title: str
+    x_label: str
+    y_label: str
+    x: list[float]
+    lines: dict[str, list[float]]  # a named y series per entry, same length as x
+    marks: dict[str, float]  # a vertical line per entry, at that x
+    y_unit: Unit = "fraction"
+    log_x: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: _finite(v) if isinstance(v, list) else v for k, v in asdict(self).items()}
