@@ -8,7 +8,7 @@ the styles in the sibling app.tcss.
 
 It must paint its first frame fast and survive anything a rank does, so it
 imports textual, the i18n catalog and scenario definitions only: never torch,
-never a rank module (runtime.worker, runtime.comm, scenarios.*_rank).
+never a rank module (runtime.worker, runtime.comm, scenarios.<lesson>.rank).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from playground.screens import BilingualBindings, bilingual
 from playground.screens.home import HomeScreen
 from playground.screens.lesson import LessonScreen
 from runtime.launch import prepare
-from scenarios.registry import get_scenario, lessons
+from scenarios.registry import get_lesson, lessons
 
 
 class LessonCommands(Provider):
@@ -90,7 +90,7 @@ class PlaygroundApp(BilingualBindings, App[None]):
         self.open_lesson(message.scenario)
 
     def open_lesson(self, name: str) -> None:
-        screen = LessonScreen(get_scenario(name))
+        screen = LessonScreen(get_lesson(name))
         self.push_screen(screen.data_bind(PlaygroundApp.language))
 
 

@@ -118,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     _output_args(p)
 
     p = sub.add_parser(
-        "show", help="print the Program: each rank's actions in order (F0 F1 B0 …, sends, collectives)"
+        "show",
+        help="print the Program: each rank's actions in order (F0 F1 B0 …, sends, collectives)",
     )
     _scenario_args(p)
     p.add_argument("--json", action="store_true", help="every action of every rank as JSON")

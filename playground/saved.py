@@ -22,7 +22,7 @@ from runtime.costmodel import CostModel
 from runtime.launch import LaunchResult
 from runtime.profiles import PROFILES
 from runtime.trace import Counter, Mark, Span, Timeline
-from scenarios.metrics import Metric
+from scenarios.metrics import Curve, Metric
 
 
 def replay(path: str | Path) -> Outcome:
@@ -68,6 +68,7 @@ def _from_doc(doc: dict[str, Any]) -> Outcome:
         measured,
         [Metric.from_dict(m) for m in doc.get("metrics", [])],
         doc.get("backend"),
+        curves=[Curve(**c) for c in doc.get("curves", [])],
     )
 
 

@@ -27,7 +27,7 @@ from runtime.profiles import PROFILES, get_profile
 from runtime.simulate import simulate
 from runtime.trace import Timeline
 from scenarios.base import Lesson, RunData
-from scenarios.metrics import Metric
+from scenarios.metrics import Curve, Metric
 from scenarios.params import Mode, ParamError, Params
 from scenarios.registry import get_lesson
 
@@ -54,6 +54,7 @@ class Outcome:
     metrics: list[Metric] = field(default_factory=list)
     backend: str | None = None
     run_dir: str | None = None
+    curves: list[Curve] = field(default_factory=list)
 
     def to_doc(self) -> dict[str, Any]:
         """The `--json` document (strict JSON: non-finite numbers become null)."""
@@ -64,6 +65,8 @@ class Outcome:
             "profile": _finite(self.profile.describe()),
             "metrics": [m.to_dict() for m in self.metrics],
         }
+        if self.curves:
+            doc["curves"] = [c.to_dict() for c in self.curves]
         if self.measured is not None:
             doc["backend"] = self.backend
             doc["measured"] = [s.to_dict() for s in self.measured.spans]
@@ -115,7 +118,14 @@ def predict(
     model = select_model(hardware, backend, params.world_size, nearest=True)
     model = lesson.prepare_model(params, model)
     predicted = simulate(lesson.build(params), model)
-    return Outcome(lesson, params, model, predicted, metrics=lesson.metrics(params, predicted, None))
+    metrics = lesson.metrics(params, predicted, None)
+    return Outcome(
+        lesson, params, model, predicted, metrics=metrics, curves=curves_of(lesson, params)
+    )
+
+
+def curves_of(lesson: Lesson, params: Params) -> list[Curve]:
+    return lesson.curves(params) if lesson.curves is not None else []
 
 
 def calibrate(
@@ -203,5 +213,13 @@ def finish(lesson: Lesson, params: Params, model: CostModel, result: LaunchResul
     run_data = RunData(measured, results, result.restarts)
     metrics = lesson.metrics(params, predicted, run_data)
     return Outcome(
-        lesson, params, refined, predicted, measured, metrics, result.backend, str(result.run_dir)
+        lesson,
+        params,
+        refined,
+        predicted,
+        measured,
+        metrics,
+        result.backend,
+        str(result.run_dir),
+        curves_of(lesson, params),
     )

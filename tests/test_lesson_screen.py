@@ -23,6 +23,7 @@ from textual.widgets import Button, Static
 
 from playground.app import PlaygroundApp
 from playground.screens.lesson import LessonScreen
+from playground.widgets.controls import LessonControls
 from playground.widgets.gantt import GanttView
 from playground.widgets.param_form import ParamForm
 
@@ -82,7 +83,7 @@ async def test_a_real_run_streams_spans_then_steps_through_the_narrative(
     app = PlaygroundApp(language="en")
 
     def hook(message) -> None:
-        if isinstance(message, LessonScreen.Records):
+        if isinstance(message, LessonControls.Records):
             screen = app.screen
             arrivals.append(
                 (len(message.spans), isinstance(screen, LessonScreen) and screen.running)
@@ -109,7 +110,7 @@ async def test_a_real_run_streams_spans_then_steps_through_the_narrative(
         assert any("reduce-scatter" in title for title in titles)
         await pilot.press("home")
         assert gantt.cursor == pytest.approx(gantt.start)
-        screen.advance(frames=50)  # the animation's clock, without waiting on wall time
+        gantt.advance(frames=50)  # the animation's clock, without waiting on wall time
         assert gantt.cursor > gantt.start
 
         await pilot.press("m")
@@ -243,7 +244,7 @@ async def test_the_command_palette_finds_a_lesson_by_name() -> None:
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.screen, LessonScreen)
-        assert app.screen.scenario.name == "pipeline"
+        assert app.screen.lesson.name == "pipeline"
 
 
 async def test_zoom_and_pan_move_the_window() -> None:

@@ -63,8 +63,8 @@ def trace_events(outcome: Outcome) -> dict[str, Any]:
         "displayTimeUnit": "ms",
         # Free-form metadata the viewers keep and show ("otherData" in the spec).
         "otherData": {
-            "scenario": outcome.scenario.name,
-            "params": {k: str(v) for k, v in outcome.params.items()},
+            "scenario": outcome.lesson.name,
+            "params": outcome.params.typed(),
             "profile": outcome.profile.name,
             "backend": outcome.backend,
         },

@@ -2,9 +2,9 @@
 beside predicted, one panel per variant (ZeRO stage, pipeline schedule) side by side.
 
 The HTML twin of the app's memory widget (playground.widgets.memory), in the
-"playground/ exports" box of DESIGN.md. It draws what a scenario's
-`memory_rows(params, metrics)` gives, so the figure and the app show the same
-bars from the same numbers; scenarios without memory rows get no figure.
+"playground/ exports" box of DESIGN.md. It draws playground.memory_rows of the
+lesson's typed metrics, so the figure and the app show the same bars from the
+same numbers; lessons without memory metrics get no figure.
 
 Choices, and why:
 - One bar trace per (panel, category), not per bar: the legend then has one
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from playground.memory_rows import memory_rows as rows_from_metrics
 from playground.palette import CATEGORY_COLORS, OTHER_COLOR
 from runtime.units import format_bytes
 
@@ -43,8 +44,10 @@ Row = tuple[str, int, bool, dict[str, float]]
 
 
 def memory_rows(outcome: Outcome) -> list[Row]:
-    rows = outcome.scenario.memory_rows(outcome.params, outcome.metrics)
-    return [tuple(row) for row in rows]  # type: ignore[misc]
+    return [
+        (row.group, row.rank, row.predicted, row.bytes_by_category)
+        for row in rows_from_metrics(outcome.metrics)
+    ]
 
 
 def _bar_label(rank: int, predicted: bool) -> str:

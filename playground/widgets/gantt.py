@@ -1,117 +1,54 @@
-"""The Gantt chart: one row per rank, a bar per Span, measured beside predicted.
+"""The Gantt chart: one row per rank, a bar per Span, measured beside predicted, and its cursor.
 
-A `playground/` widget of DESIGN.md, drawn with Textual's Line API: every
-terminal row is a `Strip` built by `render_line(y)` and kept in an LRU cache
-keyed by what it depends on (data version, time window, width, cursor, mode),
-so scrolling the cursor redraws only what changed.
+A `playground/` widget of DESIGN.md, drawn with Textual's Line API (the rows
+themselves are drawn by playground.widgets.gantt_draw): every terminal row is a
+`Strip` kept in an LRU cache keyed by what it depends on (data version, time
+window, width, cursor, mode), so moving the cursor redraws only what changed.
 
 - Rows: one per rank; in "both" mode the predicted row sits under the measured
-  one (`r0 ·p`). Colour per action kind (the same palette family as the HTML
-  export), the Span's label inside its bar when it fits, idle time drawn as
-  dim dots so the bubble is visible.
-- A time window (zoom with `zoom`, pan with `pan`) and a time cursor (a
-  highlighted column) that the lesson screen moves event by event.
+  one (`r0 ·p`). Idle time is drawn as dim dots, so the bubble is visible.
+- A time window (`zoom`, `pan`, `home`) and a time cursor that steps from
+  event to event (`step`), jumps to either end (`jump`) and plays as an
+  animation (`toggle_play`, driven by `advance`, which tests call directly
+  instead of waiting on wall time). Every move posts `CursorMoved`, so the
+  screen updates the narrative and the ring ("messages up").
 - Live runs: `add_spans` appends Spans as they arrive from the ranks.
 - Marks of the measured run (a failure ✕, its detection !, a restart ↻, a
   checkpoint ◆) as one glyph in the rows of the rank they concern.
 
-Finding the bar under each column is a binary search in the row's spans (the
-spans of one rank do not overlap, so their ends are sorted), so a frame costs
-columns × rows × log(spans), whatever the number of spans: 100k spans redraw
-in a few milliseconds (benchmarks/app_gantt.py).
-
-Imports: textual, rich and runtime.trace; never torch.
+Imports: textual and runtime.trace; never torch.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from functools import cache
+from dataclasses import dataclass
 
-from rich.segment import Segment
-from rich.style import Style
+from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
+from textual.timer import Timer
 from textual.widget import Widget
 
-from playground.palette import KIND_COLORS, OTHER_COLOR
+from playground.widgets.gantt_draw import (
+    LABEL_WIDTH,
+    MARK_GLYPHS,
+    GanttRow,
+    axis_strip,
+    row_strip,
+)
 from runtime.trace import Mark, Span, Timeline
-from runtime.units import format_seconds
 
-LABEL_WIDTH = 7
 MODES = ("both", "measured", "predicted")
-IDLE = Style(color="#5A5A5A")
-CURSOR = Style(bgcolor="#FFFFFF", color="#000000", bold=True)
-AXIS = Style(color="#9A9A9A")
 CACHE_SIZE = 1024
-# Marks (failures, restarts, checkpoints) as one glyph in the rows they concern;
-# per-step marks are left out: the bars already show the steps.
-MARK_GLYPHS = {
-    "failure": ("✕", Style(color="#FF5555", bold=True, bgcolor="#000000")),
-    "detection": ("!", Style(color="#FFD75F", bold=True, bgcolor="#000000")),
-    "restart": ("↻", Style(color="#5FD7FF", bold=True, bgcolor="#000000")),
-    "resume": ("▶", Style(color="#5FD7FF", bold=True, bgcolor="#000000")),
-    "checkpoint": ("◆", Style(color="#D7AF87", bold=True)),
-    "lost": ("…", Style(color="#FF8787", bold=True)),
-}
-
-
-@cache
-def kind_style(kind: str, predicted: bool) -> Style:
-    # Barriers darker than in the HTML: a light grey bar reads as empty in a terminal.
-    color = "#6F6A66" if kind == "barrier" else KIND_COLORS.get(kind, OTHER_COLOR)
-    # Predicted bars are the same hue, dimmed: the eye pairs them with the measured ones.
-    return Style(bgcolor=color, color="#000000" if not predicted else "#202020", dim=predicted)
-
-
-@dataclass
-class GanttRow:
-    label: str
-    rank: int
-    predicted: bool
-    spans: list[Span] = field(default_factory=list)
-    max_ends: list[float] = field(default_factory=list)  # running max of ends, sorted
-
-    def add(self, span: Span) -> None:
-        if self.spans and span.start < self.spans[-1].start:
-            # Spans of a live run arrive roughly, not exactly, in order: re-sort.
-            self.spans.append(span)
-            self.spans.sort(key=lambda s: s.start)
-            self._rebuild()
-            return
-        self.spans.append(span)
-        self.max_ends.append(max(span.end, self.max_ends[-1] if self.max_ends else span.end))
-
-    def _rebuild(self) -> None:
-        running = float("-inf")
-        self.max_ends = []
-        for s in self.spans:
-            running = max(running, s.end)
-            self.max_ends.append(running)
-
-    def span_in(self, t0: float, t1: float) -> int | None:
-        """Index of the span that covers most of [t0, t1): the one covering its
-        middle if any, else the first that starts inside it."""
-        middle = (t0 + t1) / 2
-        i = bisect_right(self.max_ends, t0)
-        best = None
-        while i < len(self.spans) and self.spans[i].start < t1:
-            span = self.spans[i]
-            if span.start <= middle < span.end:
-                return i
-            if best is None and span.end > t0:
-                best = i
-            i += 1
-            if i - (best or i) > 4:  # a handful of tiny spans in one column: the first will do
-                break
-        return best
+PLAY_FPS = 20
+PLAY_SECONDS = 10.0  # one pass over the whole run while playing
 
 
 class GanttView(Widget):
-    """Ranks × time; measured, predicted or both; a cursor; zoom and pan."""
+    """Ranks × time; measured, predicted or both; a cursor that steps and plays."""
 
     DEFAULT_CSS = """
     GanttView { height: auto; min-height: 3; }
@@ -121,12 +58,21 @@ class GanttView(Widget):
     mode: reactive[str] = reactive("both")
     window: reactive[tuple[float, float]] = reactive((0.0, 1.0))
 
+    @dataclass
+    class CursorMoved(Message):
+        """The cursor moved (a step, a jump, a frame of play, new timelines)."""
+
+        cursor: float
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.rows: list[GanttRow] = []
         self._measured: dict[int, GanttRow] = {}
         self._predicted: dict[int, GanttRow] = {}
         self.marks: list[Mark] = []
+        self.events: list[float] = []  # span boundaries of the visible rows, sorted
+        self.playing = False
+        self._timer: Timer | None = None
         self._version = 0
         self._cache: OrderedDict[tuple, Strip] = OrderedDict()
         self.follow = True  # a live run widens the window as spans arrive
@@ -158,9 +104,6 @@ class GanttView(Widget):
             if end > hi:
                 self.window = (lo, max(end, hi * 1.25))
 
-    def clear(self) -> None:
-        self.set_timelines(None, None)
-
     def _row(self, rank: int, predicted: bool) -> GanttRow:
         table = self._predicted if predicted else self._measured
         if rank not in table:
@@ -178,6 +121,7 @@ class GanttView(Widget):
             if self.mode == "measured" and rank not in self._measured and rank in self._predicted:
                 rows.append(self._predicted[rank])  # nothing measured yet: show the plan
         self.rows = rows
+        self.events = sorted({t for row in rows for s in row.spans for t in (s.start, s.end)})
         self._changed()
         self.refresh(layout=True)
 
@@ -188,8 +132,9 @@ class GanttView(Widget):
     def watch_mode(self) -> None:
         self._arrange()
 
-    def visible_spans(self) -> list[Span]:
-        return [s for row in self.rows for s in row.spans]
+    def next_mode(self) -> None:
+        """Both, measured only, predicted only, and round again."""
+        self.mode = MODES[(MODES.index(self.mode) + 1) % len(MODES)]
 
     @property
     def end(self) -> float:
@@ -198,6 +143,57 @@ class GanttView(Widget):
     @property
     def start(self) -> float:
         return min((row.spans[0].start for row in self.rows if row.spans), default=0.0)
+
+    def span_at_cursor(self) -> Span | None:
+        """The span under the cursor on the lowest rank that has one (measured first)."""
+        best: tuple[bool, Span] | None = None
+        for row in self.rows:
+            span = row.span_at(self.cursor)
+            if span is None:
+                continue
+            if best is None or (row.predicted, span.rank) < (best[0], best[1].rank):
+                best = (row.predicted, span)
+        return best[1] if best else None
+
+    # -- the cursor ------------------------------------------------------------------
+    def step(self, direction: int) -> None:
+        """To the next (or previous) span boundary."""
+        if not self.events:
+            return
+        if direction > 0:
+            i = bisect_right(self.events, self.cursor + 1e-12)
+            self.cursor = self.events[min(i, len(self.events) - 1)]
+        else:
+            i = bisect_left(self.events, self.cursor - 1e-12) - 1
+            self.cursor = self.events[max(i, 0)]
+        self.show_cursor()
+
+    def jump(self, to_end: bool) -> None:
+        self.home()
+        self.cursor = self.end if to_end else self.start
+
+    def toggle_play(self) -> None:
+        self.playing = not self.playing
+        if self.playing and self._timer is None:
+            self._timer = self.set_interval(1 / PLAY_FPS, self.advance)
+        elif not self.playing and self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+
+    def advance(self, frames: int = 1) -> None:
+        """Move the cursor forward as `frames` animation frames would (the clock)."""
+        length = max(self.end - self.start, 1e-9)
+        cursor = self.cursor + frames * length / (PLAY_SECONDS * PLAY_FPS)
+        if cursor >= self.end:
+            cursor = self.end
+            if self.playing:
+                self.toggle_play()
+        self.cursor = cursor
+        self.show_cursor()
+
+    def watch_cursor(self, cursor: float) -> None:
+        self.refresh()
+        self.post_message(self.CursorMoved(cursor))
 
     # -- view ----------------------------------------------------------------------
     def home(self) -> None:
@@ -229,21 +225,15 @@ class GanttView(Widget):
     def watch_window(self) -> None:
         self.refresh()
 
-    def watch_cursor(self) -> None:
-        self.refresh()
-
     def get_content_height(self, container, viewport, width: int) -> int:
         return 1 + max(1, len(self.rows))
 
     # -- drawing ---------------------------------------------------------------------
-    def _column_time(self, width: int) -> tuple[float, float]:
-        lo, hi = self.window
-        return lo, (hi - lo) / max(1, width)
-
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         plot = max(1, width - LABEL_WIDTH)
-        lo, step = self._column_time(plot)
+        lo, hi = self.window
+        step = (hi - lo) / plot
         cursor_col = int((self.cursor - lo) / step) if step > 0 else -1
         key = (y, self._version, self.window, width, cursor_col, self.mode)
         cached = self._cache.get(key)
@@ -251,88 +241,12 @@ class GanttView(Widget):
             self._cache.move_to_end(key)
             return cached
         if y == 0:
-            strip = self._axis(plot, lo, step, cursor_col)
+            strip = axis_strip(plot, lo, step, cursor_col)
         elif y - 1 < len(self.rows):
-            strip = self._row_strip(self.rows[y - 1], plot, lo, step, cursor_col)
+            strip = row_strip(self.rows[y - 1], self.marks, plot, lo, step, cursor_col)
         else:
             strip = Strip.blank(width)
         self._cache[key] = strip
         if len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
         return strip
-
-    def _axis(self, plot: int, lo: float, step: float, cursor_col: int) -> Strip:
-        chars = [" "] * plot
-        every = 16
-        for col in range(0, plot, every):
-            text = format_seconds(max(0.0, lo + col * step))
-            text = "|" + text
-            if col + len(text) <= plot:
-                chars[col : col + len(text)] = list(text)
-        segments = [Segment(f"{'t':<{LABEL_WIDTH}}", AXIS)]
-        segments += _styled(chars, [AXIS] * plot, cursor_col)
-        return Strip(segments)
-
-    def _row_strip(
-        self, row: GanttRow, plot: int, lo: float, step: float, cursor_col: int
-    ) -> Strip:
-        chars = ["·"] * plot
-        styles = [IDLE] * plot
-        owner: list[int | None] = [None] * plot
-        for col in range(plot):
-            t0 = lo + col * step
-            index = row.span_in(t0, t0 + step)
-            if index is not None:
-                owner[col] = index
-                span = row.spans[index]
-                chars[col] = " "
-                styles[col] = kind_style(span.kind, row.predicted)
-        # Where one bar follows another with no gap, a thin edge tells them apart.
-        for col in range(1, plot):
-            if (
-                owner[col] is not None
-                and owner[col - 1] is not None
-                and owner[col] != owner[col - 1]
-            ):
-                chars[col] = "▏"
-        # Labels inside bars, where the bar is wide enough.
-        col = 0
-        while col < plot:
-            index = owner[col]
-            if index is None:
-                col += 1
-                continue
-            end = col
-            while end < plot and owner[end] == index:
-                end += 1
-            label = row.spans[index].label
-            if label and end - col >= len(label) + 2:
-                start = col + 1 + (end - col - 1 - len(label)) // 2
-                chars[start : start + len(label)] = list(label)
-            col = end
-        if not row.predicted:
-            for mark in self.marks:
-                col = int((mark.t - lo) / step) if step > 0 else -1
-                if 0 <= col < plot and (mark.rank is None or mark.rank == row.rank):
-                    chars[col], styles[col] = MARK_GLYPHS[mark.kind]
-        name_style = Style(color="#B0B0B0", dim=row.predicted, bold=not row.predicted)
-        segments = [Segment(f"{row.label:<{LABEL_WIDTH}}"[:LABEL_WIDTH], name_style)]
-        segments += _styled(chars, styles, cursor_col)
-        return Strip(segments)
-
-
-def _styled(chars: list[str], styles: list[Style], cursor_col: int) -> list[Segment]:
-    """Runs of equal style as segments; the cursor column drawn on top."""
-    if 0 <= cursor_col < len(chars):
-        styles = list(styles)
-        styles[cursor_col] = styles[cursor_col] + CURSOR
-        chars = list(chars)
-        if chars[cursor_col] in (" ", "·"):
-            chars[cursor_col] = "│"
-    segments = []
-    start = 0
-    for i in range(1, len(chars) + 1):
-        if i == len(chars) or styles[i] is not styles[start]:
-            segments.append(Segment("".join(chars[start:i]), styles[start]))
-            start = i
-    return segments

@@ -12,30 +12,17 @@ Imports: textual, rich and runtime's pure part; never torch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 from textual.widget import Widget
 
+from playground.memory_rows import MemoryRow
 from playground.palette import CATEGORY_COLORS, OTHER_COLOR
 from runtime.units import format_bytes
 
 LABEL_WIDTH = 14
 FIGURE_WIDTH = 10
-
-
-@dataclass(frozen=True)
-class MemoryRow:
-    group: str
-    rank: int
-    predicted: bool
-    bytes_by_category: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def total(self) -> float:
-        return sum(self.bytes_by_category.values())
 
 
 class MemoryBars(Widget):

@@ -1,0 +1,263 @@
+"""The timeline figure of the HTML export: measured above predicted, one row per rank.
+
+Part of the "playground/ exports" of DESIGN.md (playground.export.html puts it
+on the page). Choices, and why:
+- One bar trace per (row, kind), not one per Span: a run of a pipeline lesson
+  has thousands of Spans, and per-trace overhead (JSON keys, legend entries,
+  plotly.js objects) would make the file large and the page slow. Bars are
+  horizontal with `base=start`, `x=duration`, so a trace holds any number of them.
+- Colours are fixed per action kind, so the same kind looks the same in every
+  export and lesson; legend entries share a `legendgroup` per kind, so clicking
+  one hides that kind in both rows.
+- The idle time of each rank inside each series (a pipeline schedule) is shaded:
+  the bubble.
+- Every string that comes from a lesson, its params, the profile or a Span is
+  passed through `html.escape`, hover text and bar labels included: Plotly
+  renders a subset of HTML in those.
+
+Imports: plotly and runtime's pure part; never torch.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import defaultdict
+from html import escape
+from typing import TYPE_CHECKING, Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from playground.palette import KIND_COLORS
+from runtime.trace import POSITION_FIELDS, Span, Timeline
+from runtime.units import format_bytes, format_seconds
+
+if TYPE_CHECKING:
+    from playground.session import Outcome
+
+# Fixed colours per action kind, shared with the app (playground.palette).
+# Idle time of a pipeline rank (its share of the bubble): pale, drawn under the bars.
+IDLE_COLOR = "rgba(160, 160, 160, 0.28)"
+PIPELINE_COMPUTE = frozenset({"F", "B", "W"})
+# Kinds a future lesson invents get a colour from here, chosen by a stable hash
+# of the name (crc32, not hash(): that is salted per process) so it never changes.
+_EXTRA_COLORS = ("#17BECF", "#BCBD22", "#8C564B", "#9467BD", "#7F7F7F", "#2CA02C")
+
+
+def kind_color(kind: str) -> str:
+    if kind in KIND_COLORS:
+        return KIND_COLORS[kind]
+    return _EXTRA_COLORS[zlib.crc32(kind.encode()) % len(_EXTRA_COLORS)]
+
+
+def build_figure(outcome: Outcome) -> go.Figure:
+    """Measured (if any) above predicted, one row per rank, one bar trace per (row, kind)."""
+    # (title, is_measured, timeline, the other timeline's spans by action id)
+    rows: list[tuple[str, bool, Timeline, dict[str, Span]]] = []
+    measured, predicted = outcome.measured, outcome.predicted
+    if measured is not None:
+        backend = f" ({outcome.backend})" if outcome.backend else ""
+        rows.append((f"measured{backend}", True, measured, predicted.by_action()))
+    pairs = measured.by_action() if measured is not None else {}
+    rows.append((f"predicted ({outcome.profile.name})", False, predicted, pairs))
+
+    unit, scale = _time_unit(max(timeline.end for _, _, timeline, _ in rows))
+    # Row heights in pixels, so a bar keeps a readable thickness at any rank count.
+    row_px = [max(140, 30 * len(_ranks(timeline)) + 40) for _, _, timeline, _ in rows]
+    gap_px = 70
+    height = sum(row_px) + gap_px * (len(rows) - 1) + 140
+    fig = make_subplots(
+        rows=len(rows),
+        cols=1,
+        shared_xaxes=True,
+        row_heights=row_px,
+        vertical_spacing=gap_px / height,
+        subplot_titles=[escape(title) for title, _, _, _ in rows],
+    )
+    in_legend: set[str] = set()
+    for row, (_, is_measured, timeline, other) in enumerate(rows, 1):
+        ranks = _ranks(timeline)
+        by_kind: dict[str, list[Span]] = defaultdict(list)
+        for span in timeline.spans:
+            by_kind[span.kind].append(span)
+        idle = bubble_intervals(timeline)
+        if idle:
+            fig.add_trace(
+                go.Bar(
+                    orientation="h",
+                    name="idle (bubble)",
+                    legendgroup="idle",
+                    showlegend="idle" not in in_legend,
+                    marker={"color": IDLE_COLOR, "line": {"width": 0}},
+                    y=[f"rank {rank}" for rank, _, _ in idle],
+                    base=[start * scale for _, start, _ in idle],
+                    x=[(end - start) * scale for _, start, end in idle],
+                    hovertext=[
+                        f"idle on rank {rank}: {format_seconds(end - start)}"
+                        for rank, start, end in idle
+                    ],
+                    hovertemplate="%{hovertext}<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
+            in_legend.add("idle")
+        for kind in _kind_order(by_kind):
+            spans = by_kind[kind]
+            fig.add_trace(
+                go.Bar(
+                    orientation="h",
+                    name=escape(kind),
+                    legendgroup=kind,
+                    showlegend=kind not in in_legend,
+                    marker={"color": kind_color(kind), "line": {"width": 0.5, "color": "white"}},
+                    y=[f"rank {s.rank}" for s in spans],
+                    base=[s.start * scale for s in spans],
+                    x=[s.duration * scale for s in spans],
+                    text=[escape(s.label) for s in spans],
+                    textposition="inside",
+                    insidetextanchor="middle",
+                    textangle=0,  # never rotate a label to squeeze it in: hide it instead
+                    hovertext=[_hover(s, other.get(s.action_id or ""), is_measured) for s in spans],
+                    hovertemplate="%{hovertext}<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
+            in_legend.add(kind)
+        if timeline.marks:
+            _add_marks(fig, timeline, ranks, scale, row)
+        fig.update_yaxes(
+            categoryorder="array",
+            categoryarray=[f"rank {r}" for r in ranks],
+            autorange="reversed",  # rank 0 on top, as in the app's Gantt
+            row=row,
+            col=1,
+        )
+        fig.update_xaxes(showticklabels=True, showgrid=True, row=row, col=1)
+    fig.update_xaxes(title_text=f"time since start ({unit})", row=len(rows), col=1)
+    fig.update_layout(
+        barmode="overlay",  # bars of different kinds on one rank share its lane
+        bargap=0.25,
+        height=height,
+        margin={"l": 70, "r": 30, "t": 60, "b": 50},
+        hovermode="closest",
+        hoverlabel={"align": "left"},
+        # Labels inside bars only where they fit at a readable size.
+        uniformtext={"mode": "hide", "minsize": 9},
+        legend={"title": {"text": "kind"}, "tracegroupgap": 2},
+        template="plotly_white",
+    )
+    return fig
+
+
+def bubble_intervals(timeline: Timeline) -> list[tuple[int, float, float]]:
+    """(rank, start, end) of the time a pipeline rank computes nothing (F/B/W) while
+    its schedule runs: the bubble, shaded so the eye finds it. Schedules that ran
+    one after the other (each its own `series`) each get their own window."""
+    windows: dict[str, list[float]] = {}
+    busy: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
+    for span in timeline.spans:
+        if span.kind == "barrier":
+            continue
+        group = span.series or ""
+        window = windows.setdefault(group, [span.start, span.end])
+        window[0], window[1] = min(window[0], span.start), max(window[1], span.end)
+        if span.kind in PIPELINE_COMPUTE:
+            busy[(group, span.rank)].append((span.start, span.end))
+    if not busy:
+        return []
+    ranks = timeline.ranks()
+    out = []
+    for group, (lo, hi) in windows.items():
+        for rank in ranks:
+            cursor = lo
+            for start, end in sorted(busy.get((group, rank), [])):
+                if start > cursor:
+                    out.append((rank, cursor, start))
+                cursor = max(cursor, end)
+            if hi > cursor:
+                out.append((rank, cursor, hi))
+    return out
+
+
+def _time_unit(end: float) -> tuple[str, float]:
+    """A unit that keeps tick labels short for this run's length."""
+    if end >= 10:
+        return "s", 1.0
+    if end >= 1e-3:
+        return "ms", 1e3
+    return "µs", 1e6
+
+
+def _ranks(timeline: Timeline) -> list[int]:
+    marked = {m.rank for m in timeline.marks if m.rank is not None}
+    return sorted(set(timeline.ranks()) | marked)
+
+
+def _kind_order(kinds: dict[str, Any]) -> list[str]:
+    """Known kinds in palette order, then new ones alphabetically: a stable legend."""
+    known = [k for k in KIND_COLORS if k in kinds]
+    return known + sorted(k for k in kinds if k not in KIND_COLORS)
+
+
+def _hover(span: Span, pair: Span | None, is_measured: bool) -> str:
+    lines = [
+        f"<b>{escape(span.label)}</b>",
+        f"kind: {escape(span.kind)}",
+        f"rank: {span.rank}",
+    ]
+    if span.action_id is not None:
+        lines.append(f"action: {escape(span.action_id)}")
+    lines.append(f"start: {format_seconds(span.start)}")
+    lines.append(f"duration: {format_seconds(span.duration)}")
+    if span.bytes:
+        lines.append(f"bytes: {format_bytes(span.bytes)}")
+    if span.peer is not None:
+        lines.append(f"peer: rank {span.peer}")
+    for name in POSITION_FIELDS:
+        value = getattr(span, name)
+        if value is not None:
+            lines.append(f"{name}: {escape(str(value))}")
+    if pair is not None:
+        # The error is always relative to the measurement, whichever row we hover.
+        meas, pred = (span, pair) if is_measured else (pair, span)
+        other = "predicted" if is_measured else "measured"
+        lines.append(f"{other}: {format_seconds(pair.duration)}")
+        if meas.duration > 0:
+            error = abs(pred.duration - meas.duration) / meas.duration
+            lines.append(f"prediction error: {error:.1%}")
+    return "<br>".join(lines)
+
+
+def _add_marks(
+    fig: go.Figure, timeline: Timeline, ranks: list[int], scale: float, row: int
+) -> None:
+    """Failures, checkpoints, restarts: a dashed line plus a hoverable marker per rank."""
+    xs: list[float] = []
+    ys: list[str] = []
+    texts: list[str] = []
+    for mark in timeline.marks:
+        fig.add_vline(
+            x=mark.t * scale, line={"dash": "dot", "color": "#444", "width": 1}, row=row, col=1
+        )
+        text = f"<b>{escape(mark.label)}</b><br>{escape(mark.kind)} at {format_seconds(mark.t)}"
+        for rank in ranks if mark.rank is None else [mark.rank]:
+            xs.append(mark.t * scale)
+            ys.append(f"rank {rank}")
+            texts.append(text)
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="markers",
+            name="marks",
+            legendgroup="marks",
+            showlegend=False,
+            marker={"symbol": "x-thin", "size": 12, "line": {"width": 2, "color": "#222"}},
+            hovertext=texts,
+            hovertemplate="%{hovertext}<extra></extra>",
+        ),
+        row=row,
+        col=1,
+    )
