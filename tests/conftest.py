@@ -17,3 +17,11 @@ os.environ.setdefault("PLAYGROUND_RUNS_DIR", os.path.join(_SESSION_DIR, "runs"))
 @pytest.fixture
 def english(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PLAYGROUND_LANG", "en")
+
+
+def metric_of(doc: dict, name: str, series: str | None = None) -> dict:
+    """The metric `name` (of `series`) in a `--json` document's typed metrics list."""
+    for metric in doc["metrics"]:
+        if metric["name"] == name and metric.get("series") == series:
+            return metric
+    raise KeyError(f"no metric {name!r} of series {series!r}")

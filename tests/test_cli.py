@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from conftest import metric_of
 
 PY = sys.executable
 
@@ -83,7 +84,7 @@ def test_predict_json_shape_and_profiles() -> None:
     span = doc["predicted"][0]
     assert {"rank", "kind", "label", "start", "end", "action_id"} <= set(span)
     out = playground("predict", "ring-allreduce", "-p", "ranks=4096", "-p", "size=1GiB", "--json")
-    assert out.returncode == 0 and json.loads(out.stdout)["metrics"]["predicted_s"] > 0
+    assert out.returncode == 0 and metric_of(json.loads(out.stdout), "time_s")["predicted"] > 0
 
 
 @pytest.mark.parametrize(
@@ -99,6 +100,10 @@ def test_predict_json_shape_and_profiles() -> None:
         (["predict", "ring-allreduce", "-p", "algorithm=magic"], "algorithm"),
         (["predict", "ring-allreduce", "-p", "nonsense"], "key=value"),
         (["predict", "no-such-lesson"], "unknown scenario"),
+        (["show", "no-such-lesson"], "unknown scenario"),
+        (["show", "ring-allreduce", "-p", "ranks=0"], "ranks"),
+        (["predict", "ring-allreduce", "--ranks", "4", "-p", "ranks=8"], "disagree"),
+        (["predict", "ring-allreduce", "-p", "size=1e400"], "size"),
         (["run", "ring-allreduce", "--fault", "kill:rank"], "--fault"),
         (["run", "ring-allreduce", "--fault", "kill:rank=7,after=1s"], "rank must be in 0..3"),
         (["run", "ring-allreduce", "--backend", "mpi"], "backend"),
@@ -116,6 +121,7 @@ def test_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.ranks
 def test_run_four_ranks_pairs_with_prediction_and_equals_builtin(tmp_path: Path) -> None:
     html, trace = tmp_path / "ring.html", tmp_path / "ring.trace.json"
     out = playground(
@@ -136,18 +142,14 @@ def test_run_four_ranks_pairs_with_prediction_and_equals_builtin(tmp_path: Path)
     measured = {s["action_id"] for s in doc["measured"]}
     predicted = {s["action_id"] for s in doc["predicted"]}
     assert measured == predicted and len(doc["measured"]) == len(doc["predicted"])
-    metrics = doc["metrics"]
-    assert metrics["equals_builtin"] is True
-    assert metrics["bytes_sent_per_rank"] == [metrics["expected_bytes_per_rank"]] * 4
-    for key in (
-        "measured_s",
-        "predicted_s",
-        "prediction_error",
-        "algbw_gbps",
-        "busbw_gbps",
-        "builtin_busbw_gbps",
-    ):
-        assert metrics[key] is not None and metrics[key] >= 0
+    assert doc["format"] == 2
+    assert metric_of(doc, "equals_builtin")["value"] is True
+    sent = metric_of(doc, "bytes_sent_per_rank")
+    assert sent["value"] == [sent["predicted"]] * 4 and sent["per"] == "rank"
+    for name in ("time_s", "busbw_gbps", "builtin_busbw_gbps"):
+        pair = metric_of(doc, name)
+        assert pair["value"] > 0 and pair["predicted"] > 0 and pair["error"] >= 0
+    assert metric_of(doc, "algbw_gbps")["value"] > 0
     assert doc["profile"]["name"].startswith("calibrated:")  # calibrated on first use
     steps = [s for s in doc["measured"] if s["kind"] == "sendrecv"]
     assert steps and all("bytes" in s and "peer" in s for s in steps)
@@ -158,7 +160,7 @@ def test_run_four_ranks_pairs_with_prediction_and_equals_builtin(tmp_path: Path)
     saved.write_text(out.stdout)
     again = playground("replay", str(saved), "--json")
     assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout)["metrics"] == metrics
+    assert json.loads(again.stdout)["metrics"] == doc["metrics"]
 
     # `predict` now uses this machine's calibration and says so.
     predicted_doc = json.loads(
@@ -167,6 +169,7 @@ def test_run_four_ranks_pairs_with_prediction_and_equals_builtin(tmp_path: Path)
     assert predicted_doc["profile"]["name"] == doc["profile"]["name"]
 
 
+@pytest.mark.ranks
 @pytest.mark.parametrize("algorithm", ["tree", "builtin"])
 @pytest.mark.parametrize("dtype", ["int64"])
 def test_other_algorithms_and_integer_data(algorithm: str, dtype: str) -> None:
@@ -186,10 +189,12 @@ def test_other_algorithms_and_integer_data(algorithm: str, dtype: str) -> None:
         "--json",
     )
     assert out.returncode == 0, out.stderr
-    metrics = json.loads(out.stdout)["metrics"]
-    assert metrics["equals_builtin"] is True and metrics["max_abs_diff_vs_builtin"] == 0
+    doc = json.loads(out.stdout)
+    assert metric_of(doc, "equals_builtin")["value"] is True
+    assert metric_of(doc, "max_abs_diff_vs_builtin")["value"] == 0
 
 
+@pytest.mark.ranks
 @pytest.mark.parametrize("kind", ["kill", "hang"])
 def test_failed_rank_is_named_and_nothing_is_left(kind: str) -> None:
     marker = f"PLAYGROUND_TEST_MARK={uuid.uuid4().hex}"
@@ -217,6 +222,7 @@ def test_failed_rank_is_named_and_nothing_is_left(kind: str) -> None:
     assert processes_with(marker) == []
 
 
+@pytest.mark.ranks
 @pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun not on PATH")
 def test_torchrun_path(tmp_path: Path) -> None:
     out_dir = tmp_path / "torchrun-out"
@@ -227,7 +233,7 @@ def test_torchrun_path(tmp_path: Path) -> None:
             "--nproc-per-node",
             "2",
             "-m",
-            "runtime.worker",
+            "scenarios.torchrun",
             "ring-allreduce",
             "-p",
             "size=64KiB",
@@ -245,7 +251,7 @@ def test_torchrun_path(tmp_path: Path) -> None:
     doc = json.loads(replay.stdout)
     assert doc["params"]["ranks"] == 2
     assert {s["action_id"] for s in doc["measured"]} == {s["action_id"] for s in doc["predicted"]}
-    assert doc["metrics"]["equals_builtin"] is True
+    assert metric_of(doc, "equals_builtin")["value"] is True
 
 
 def test_layer_rules_hold() -> None:
@@ -256,3 +262,33 @@ def test_layer_rules_hold() -> None:
         [lint], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[1]
     )
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_show_prints_each_ranks_program_and_json() -> None:
+    out = playground("show", "ring-allreduce", "--ranks", "3", "-p", "repeat=1")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    rank0 = next(line for line in lines if line.strip().startswith("rank 0:"))
+    # A barrier, then 2(n-1) ring steps: send right while receiving from the left.
+    assert rank0.split(":", 1)[1].split() == ["|"] + ["→1←2"] * 4
+    assert any(line.strip() == "reference:" for line in lines)
+    doc = json.loads(playground("show", "ring-allreduce", "--ranks", "3", "--json").stdout)
+    assert doc["world_size"] == 3 and len(doc["ranks"]) == 3
+    first = doc["ranks"][0][0]
+    assert first["kind"] == "barrier" and first["token"] == "|" and "action_id" in first
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    """`playground predict … | head -1`: no traceback when the reader goes away."""
+    for command in ("predict ring-allreduce", "show ring-allreduce", "list"):
+        result = subprocess.run(
+            f"{PY} -m playground.cli {command} | head -1",
+            shell=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PLAYGROUND_LANG": "en"},
+        )
+        assert result.returncode == 0
+        assert len(result.stdout.splitlines()) == 1
+        assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr
