@@ -134,6 +134,32 @@ class Action:
         return out
 
 
+def barriers(
+    name: str,
+    group: tuple[int, ...],
+    *,
+    series: str | None = None,
+    phase: str | None = None,
+    step: int | None = None,
+) -> list[Action]:
+    """A barrier on every rank of `group` (ids `<name>@r<rank>`): where a series or an
+    iteration starts, so that every rank starts it together. Pass one shared `group`
+    tuple: the simulator keys collectives by it."""
+    return [
+        Action(
+            id=f"{name}@r{rank}",
+            rank=rank,
+            kind="barrier",
+            label="barrier",
+            group=group,
+            series=series,
+            phase=phase,
+            step=step,
+        )
+        for rank in group
+    ]
+
+
 @dataclass
 class Program:
     """For each rank, its ordered list of Actions."""
