@@ -13,6 +13,8 @@ never a rank module (runtime.worker, runtime.comm, scenarios.<lesson>.rank).
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from functools import partial
 
 from textual.app import App
@@ -74,6 +76,24 @@ class PlaygroundApp(BilingualBindings, App[None]):
         language = language or default_language()
         self.set_reactive(PlaygroundApp.language, language)
         self.title = t("app.title", language)
+
+    def on_mount(self) -> None:
+        # SIGINT (kill -INT; in the app ctrl+c is a key, not a signal) and SIGTERM end the
+        # app like `q`: a run is cancelled (the launcher kills every rank and waits for
+        # each to be gone) and the terminal is given back in its normal state.
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self.shut_down)
+
+    async def action_quit(self) -> None:
+        self.shut_down()
+
+    def shut_down(self) -> None:
+        """Cancel any run, then exit."""
+        for screen in self.screen_stack:
+            if isinstance(screen, LessonScreen) and screen.is_mounted:
+                screen.controls.cancel()
+        self.exit()
 
     def get_default_screen(self) -> Screen[None]:
         return HomeScreen().data_bind(PlaygroundApp.language)

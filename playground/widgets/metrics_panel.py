@@ -19,7 +19,10 @@ from playground.i18n import t
 from scenarios.metrics import Metric
 
 
-def metrics_content(metrics: list[Metric], language: str) -> Content:
+def metrics_content(metrics: list[Metric], language: str, width: int = 80) -> Content:
+    """Per series, the predicted rows as `name  measured │ predicted  error` (per-rank
+    lists side by side), then the facts; a row too wide for `width` puts its
+    values on the next line, indented."""
     if not metrics:
         return Content(t("app.no_metrics", language))
     lines: list[Content] = []
@@ -28,37 +31,42 @@ def metrics_content(metrics: list[Metric], language: str) -> Content:
         if section.series is not None:
             lines.append(Content.styled(section.series, "bold"))
             indent = "  "
-        width = max(len(row.label) for row in section.rows)
+        label_width = min(max(len(row.label) for row in section.rows), max(8, width // 2))
         if any(row.paired for row in section.rows):
             header = (
-                f"{indent}{'':<{width}}  {t('app.measured', language):>10}  "
-                f"{t('app.predicted', language):>10}  {t('app.error', language):>6}"
+                f"{t('app.measured', language)} │ {t('app.predicted', language)}"
+                f"  ({t('app.error', language)})"
             )
-            lines.append(Content.styled(header, "$foreground-muted"))
+            lines.append(Content.styled(f"{indent}{header}", "$foreground-muted"))
         for row in section.rows:
-            if not row.paired:
-                lines.append(
-                    Content.assemble(
-                        (f"{indent}{row.label:<{width}}  ", "$foreground-muted"), row.value
-                    )
-                )
-                continue
-            if isinstance(row.metric.value, list) or isinstance(row.metric.predicted, list):
-                values = f"{row.value} / {row.predicted}  "  # per rank: both lists, worst error
-            else:
-                values = f"{row.value:>10}  {row.predicted:>10}  "
-            lines.append(
-                Content.assemble(
-                    (f"{indent}{row.label:<{width}}  ", "bold"),
-                    values,
-                    (f"{row.error:>6}", "$text-warning"),
-                )
+            label = (
+                f"{indent}{row.label:<{label_width}}  ",
+                "bold" if row.paired else "$foreground-muted",
             )
+            if row.paired:
+                values = Content.assemble(
+                    f"{row.value} │ {row.predicted}  ", (row.error, "$text-warning")
+                )
+            else:
+                values = Content(row.value)
+            if len(label[0]) + len(values.plain) <= width:
+                lines.append(Content.assemble(label, values))
+            else:
+                lines.append(Content.styled(label[0].rstrip(), label[1]))
+                lines.append(Content.assemble(f"{indent}    ", values))
     return Content("\n").join(lines)
 
 
 class MetricsPanel(Static):
-    """Shows a lesson's metrics in the learner's language."""
+    """Shows a lesson's metrics in the learner's language, fitted to its width."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._shown: tuple[list[Metric], str] = ([], "en")
 
     def show(self, metrics: list[Metric], language: str) -> None:
-        self.update(metrics_content(metrics, language))
+        self._shown = (metrics, language)
+        self.update(metrics_content(metrics, language, max(20, (self.size.width or 80) - 1)))
+
+    def on_resize(self) -> None:
+        self.show(*self._shown)
