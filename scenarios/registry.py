@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from scenarios.base import Lesson, LessonInfo
 from scenarios.ring_allreduce.lesson import LESSON as RING_ALLREDUCE
+from scenarios.zero.lesson import LESSON as ZERO
 
-LESSONS: dict[str, Lesson] = {lesson.name: lesson for lesson in (RING_ALLREDUCE,)}
+LESSONS: dict[str, Lesson] = {lesson.name: lesson for lesson in (RING_ALLREDUCE, ZERO)}
 
 PLANNED = (
     LessonInfo(

@@ -4,17 +4,19 @@ Called inside each rank process by runtime.worker with a RankContext:
 
 1. The reference: one process, the whole global batch, torch's Adam, `steps`
    steps from MiniGPT's seed; its parameters flattened per unit.
-2. For each stage of the Program (ddp, zero1, zero2, zero3 by hand through
-   runtime.zero_exec; fsdp2 through torch's fully_shard), a fresh MiniGPT from
-   the same seed, this rank's `microbatch` sequences of each step's global batch,
-   every Action run and timed into a Span, memory sampled as Counters
-   "<stage>/<category>" after each one.
+2. For each stage of the Program (its Actions' `series`: ddp, zero1, zero2,
+   zero3 by hand through scenarios.zero.executors; fsdp2 through torch's
+   fully_shard, scenarios.zero.fsdp2), a fresh MiniGPT from the same seed, this
+   rank's `microbatch` sequences of each step's global batch, every Action run
+   and timed into a Span, memory sampled as Counters "<stage>/<category>" after
+   each one.
 3. After each stage: the largest difference between the parameter elements this
    rank holds and DDP's (the reference's when DDP is not in the list), the peak
    bytes per category, and the bytes this rank sent.
 
 Compute costs for the prediction are the CPU seconds each F, B and Adam took
-(all ranks share this machine's cores, as in the pipeline lesson), averaged.
+(all ranks share this machine's cores, as in the pipeline lesson), the median of
+this rank's repetitions (runtime.costmodel.refine takes the median across ranks).
 
 Engine part: imports torch (rank processes only; the UI never imports this).
 """
@@ -25,30 +27,27 @@ import statistics
 import time
 from collections import defaultdict
 from itertools import groupby
-from typing import Any
 
 import torch
 
 from runtime.models import GPTConfig, MiniGPT, batch
 from runtime.program import Action
-from runtime.zero_exec import Fsdp2Executor, ZeroExecutor, units_of
+from runtime.worker import RankContext
+from scenarios.zero.executors import ZeroExecutor
+from scenarios.zero.fsdp2 import Fsdp2Executor
+from scenarios.zero.lesson import ZeroParams
+from scenarios.zero.measure import units_of
+from scenarios.zero.results import Peaks, StageResult, ZeroResult
 
 LR = 1e-3
 COMPUTE = frozenset({"F", "B", "opt"})
+Executor = ZeroExecutor | Fsdp2Executor
 
 
-def config(params: dict[str, Any]) -> GPTConfig:
-    return GPTConfig.from_params(params)
-
-
-def stage_of(action: Action) -> str:
-    return action.id.split("/", 1)[0]
-
-
-def global_batches(cfg: GPTConfig, params: dict[str, Any], world: int) -> list[tuple]:
+def global_batches(cfg: GPTConfig, params: ZeroParams, world: int) -> list[tuple]:
     """One global batch per step (a different seed each step), the same on every rank."""
-    count = params["microbatch"] * world
-    return [batch(cfg, count, seed=1 + step) for step in range(params["steps"])]
+    count = params.microbatch * world
+    return [batch(cfg, count, seed=1 + step) for step in range(params.steps)]
 
 
 def flat_units(model: MiniGPT) -> list[torch.Tensor]:
@@ -68,7 +67,7 @@ def reference_params(cfg: GPTConfig, batches: list[tuple]) -> list[torch.Tensor]
     return flat_units(model)
 
 
-def max_diff(executor: Any, baseline: list[torch.Tensor]) -> float:
+def max_diff(executor: Executor, baseline: list[torch.Tensor]) -> float:
     if isinstance(executor, Fsdp2Executor):
         mine = [(u, 0, values) for u, values in enumerate(executor.full_params())]
     else:
@@ -83,28 +82,29 @@ def max_diff(executor: Any, baseline: list[torch.Tensor]) -> float:
     )
 
 
-def run_rank(ctx: Any) -> dict[str, Any]:
+def run_rank(ctx: RankContext[ZeroParams]) -> ZeroResult:
     params = ctx.params
-    cfg = config(params)
+    cfg = GPTConfig.from_shape(params.model)
     rank, world = ctx.rank, ctx.world_size
     batches = global_batches(cfg, params, world)
     mine = [(x.chunk(world)[rank], y.chunk(world)[rank]) for x, y in batches]
     reference = reference_params(cfg, batches)
-    by_stage = {name: list(acts) for name, acts in groupby(ctx.actions, key=stage_of)}
+    by_stage = {stage: list(acts) for stage, acts in groupby(ctx.actions, key=lambda a: a.series)}
     costs: dict[str, list[float]] = defaultdict(list)
 
     ctx.start_clock()
-    results: dict[str, Any] = {}
+    results: dict[str, StageResult] = {}
     baseline = reference
     ddp_diff = None
     for stage, actions in by_stage.items():
+        assert stage is not None, "every Action of the zero lesson carries its stage"
         model = MiniGPT(cfg)
         if stage == "fsdp2":
-            executor: Any = Fsdp2Executor(model, lr=LR, sample=ctx.sample)
+            executor: Executor = Fsdp2Executor(model, lr=LR, sample=ctx.sample)
         else:
             executor = ZeroExecutor(model, stage, lr=LR, sample=ctx.sample)
 
-        def handle(action: Action, executor: Any = executor) -> None:
+        def handle(action: Action, executor: Executor = executor) -> None:
             if action.kind == "F" and action.chunk in (0, None):
                 executor.set_batch(*mine[action.step])
             if action.kind not in COMPUTE:
@@ -120,14 +120,14 @@ def run_rank(ctx: Any) -> dict[str, Any]:
             # DDP against one process; then every other stage against DDP.
             ddp_diff, diff = diff, 0.0
             baseline = flat_units(model)
-        results[stage] = {
-            "peak_bytes": dict(executor.peaks),
-            "bytes_sent": executor.bytes_sent,
-            "param_diff_vs_ddp": diff,
-            "losses": executor.losses,
-        }
-    return {
-        "stages": results,
-        "ddp_diff_vs_single_process": ddp_diff,
-        "compute_costs": {key: statistics.median(values) for key, values in costs.items()},
-    }
+        results[stage] = StageResult(
+            peak_bytes=Peaks(**executor.peaks),
+            bytes_sent=executor.bytes_sent,
+            param_diff_vs_ddp=diff,
+            losses=executor.losses,
+        )
+    return ZeroResult(
+        stages=results,
+        ddp_diff_vs_single_process=ddp_diff,
+        compute_costs={key: statistics.median(values) for key, values in costs.items()},
+    )
