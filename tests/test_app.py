@@ -18,7 +18,7 @@ from textual.widgets import OptionList, Static
 from playground.app import PlaygroundApp
 from playground.screens.home import HomeScreen
 from playground.screens.lesson import LessonScreen
-from scenarios.registry import get_scenario, lessons
+from scenarios.registry import get_lesson, lessons
 
 SIZE = (100, 30)
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,22 +68,25 @@ async def test_l_switches_every_text_between_english_and_spanish() -> None:
 
 async def test_enter_opens_the_lesson_with_its_params_and_escape_goes_back() -> None:
     app = PlaygroundApp(language="en")
-    scenario = get_scenario("ring-allreduce")
+    lesson = get_lesson("ring-allreduce")
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("enter")
         assert isinstance(app.screen, LessonScreen)
-        assert app.screen.title == f"Lesson 1 · {scenario.title['en']}"
-        for param in scenario.params:  # one field per declared param, its help as tooltip
-            field = app.screen.query_one(f"#param-{param.name}")
-            assert field.tooltip == param.help["en"]
-            assert str(getattr(field, "value", "")) == str(param.default)
+        assert app.screen.title == f"Lesson 1 · {lesson.title['en']}"
+        typed = lesson.params().typed()  # the defaults, as the learner would type them
+        knobs = lesson.params.knobs()
+        for name, knob in knobs:  # one field per declared knob, its help as tooltip
+            field = app.screen.query_one(f"#param-{name}")
+            assert field.tooltip == knob.help["en"]
+            assert str(getattr(field, "value", "")) == typed[name]
+        assert typed["size"] == "4MiB"
         # the plan is predicted at once and the narrative starts at its first step
-        assert scenario.narrative[0].formula in text(app, "#narrative")
-        assert "predicted_s" in text(app, "#metrics")
+        assert lesson.narrative[0].formula in text(app, "#narrative")
+        assert "time_s" in text(app, "#metrics") and "predicted" in text(app, "#metrics")
 
         await pilot.press("l")  # the open screen follows the language too
-        field = app.screen.query_one(f"#param-{scenario.params[0].name}")
-        assert field.tooltip == scenario.params[0].help["es"]
+        name, knob = knobs[0]
+        assert app.screen.query_one(f"#param-{name}").tooltip == knob.help["es"]
         assert app.screen.active_bindings["escape"].binding.description == "Volver / cancelar"
 
         await pilot.press("escape")
@@ -130,7 +133,7 @@ def test_the_app_never_imports_torch() -> None:
                 await pilot.press("enter", "l", "escape")
 
         asyncio.run(visit())
-        loaded = {"torch", "runtime.worker", "runtime.comm", "scenarios.ring_allreduce_rank"}
+        loaded = {"torch", "runtime.worker", "runtime.comm", "scenarios.ring_allreduce.rank"}
         loaded &= set(sys.modules)
         assert not loaded, loaded
         """

@@ -24,6 +24,7 @@ from playground.export import html as html_export
 from playground.export.chrome_trace import trace_events, write_trace
 from playground.export.html import write_html
 from runtime.trace import Mark, Timeline
+from scenarios.metrics import Metric
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -47,7 +48,13 @@ def measured(predicted: session.Outcome) -> session.Outcome:
         Mark(t=timeline.end / 2, kind="checkpoint", label="ckpt 1"),
         Mark(t=timeline.end / 3, kind="failure", label="rank 2 killed", rank=2),
     ]
-    metrics = {**predicted.metrics, "prediction_error": 0.1, "ok": True}
+    metrics = [
+        dataclasses.replace(m, value=m.predicted * 1.1)
+        if m.is_predicted and isinstance(m.predicted, float)
+        else m
+        for m in predicted.metrics
+    ]
+    metrics.append(Metric("ok", "flag", True))
     return dataclasses.replace(predicted, measured=timeline, backend="gloo", metrics=metrics)
 
 
@@ -104,14 +111,14 @@ def test_html_hover_has_the_prediction_error(measured: session.Outcome) -> None:
 
 def test_html_has_header_and_metrics(measured: session.Outcome) -> None:
     page = html_export.render_html(measured)
-    assert measured.scenario.title["en"] in page
-    assert measured.scenario.title["es"] in page
+    assert measured.lesson.title["en"] in page
+    assert measured.lesson.title["es"] in page
     assert measured.profile.name in page
     assert "gloo" in page
-    for name in measured.metrics:
-        assert f"<th>{name}</th>" in page
-    assert "10.0%" in page  # prediction_error, formatted as a percentage
-    assert "4 MiB" in page  # the size param, as the learner typed it
+    for metric in measured.metrics:
+        assert f"<th>{metric.name}</th>" in page
+    assert "9.1%" in page  # the error of a measured/predicted pair, as a percentage
+    assert "4MiB" in page  # the size param, as the learner typed it
 
 
 def test_html_escapes_every_hostile_string(measured: session.Outcome, tmp_path: Path) -> None:
@@ -121,8 +128,8 @@ def test_html_escapes_every_hostile_string(measured: session.Outcome, tmp_path: 
     hostile = dataclasses.replace(
         measured,
         measured=Timeline(spans, marks=[Mark(t=0.0, kind="failure", label=HOSTILE)]),
-        params={**measured.params, "note": HOSTILE, HOSTILE: 1},
-        metrics={**measured.metrics, HOSTILE: HOSTILE},
+        params=dataclasses.replace(measured.params, algorithm=HOSTILE),
+        metrics=[*measured.metrics, Metric(HOSTILE, "text", HOSTILE, series=HOSTILE)],
         backend=HOSTILE,
     )
     out = tmp_path / "hostile.html"

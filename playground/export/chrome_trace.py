@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime.files import write_text_atomic
-from runtime.trace import Span, Timeline
+from runtime.trace import OPTIONAL_SPAN_FIELDS, Span, Timeline
 
 if TYPE_CHECKING:
     from playground.session import Outcome
@@ -41,7 +41,6 @@ MEASURED_PID = 1
 PREDICTED_PID = 2
 _US = 1e6  # trace-event times are microseconds
 # The Span fields that are set only for some actions; each becomes an arg when set.
-_SPAN_ARGS = ("action_id", "bytes", "peer", "step", "chunk", "stage", "microbatch")
 
 
 def write_trace(outcome: Outcome, path: str | os.PathLike[str]) -> None:
@@ -115,7 +114,7 @@ def _process(
 
 def _complete(pid: int, span: Span, pair: Span | None) -> dict[str, Any]:
     args: dict[str, Any] = {
-        name: getattr(span, name) for name in _SPAN_ARGS if getattr(span, name) is not None
+        name: getattr(span, name) for name in OPTIONAL_SPAN_FIELDS if getattr(span, name) is not None
     }
     if pair is not None:
         args["predicted_dur_us"] = _us(pair.duration)
