@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playground import session  # noqa: E402
 from runtime.units import format_seconds  # noqa: E402
+from scenarios.metrics import find  # noqa: E402
 
 SIZES = ["64KiB", "256KiB", "1MiB", "4MiB", "16MiB"]
 
@@ -39,14 +40,16 @@ def measure(ranks: int, size: str, runs: int, repeat: int) -> dict[str, float]:
                 stream=stream,
             )
             sink.append(outcome.metrics)
-    med = lambda rows, key: statistics.median(r[key] for r in rows)  # noqa: E731
+    def med(rows: list, name: str, field: str = "value") -> float:
+        return statistics.median(getattr(find(metrics, name), field) for metrics in rows)
+
     return {
         "busbw": med(traced, "busbw_gbps"),
         "builtin": med(traced, "builtin_busbw_gbps"),
         "ratio": med(traced, "busbw_vs_builtin"),
-        "error": med(traced, "prediction_error"),
-        "measured": med(traced, "measured_s"),
-        "overhead": med(traced, "measured_s") / med(untraced, "measured_s"),
+        "error": med(traced, "time_s", "error"),
+        "measured": med(traced, "time_s"),
+        "overhead": med(traced, "time_s") / med(untraced, "time_s"),
     }
 
 
