@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playground import session  # noqa: E402
 from runtime.units import format_seconds  # noqa: E402
+from scenarios.metrics import Metric, find, series_of  # noqa: E402
 
 CONFIGS: list[dict[str, str]] = [
     {"schedule": "gpipe,1f1b", "stages": "4", "microbatches": "8"},
@@ -45,21 +46,26 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     for config in CONFIGS:
-        rows: dict[str, list[dict]] = {}
+        rows: dict[str, list[list[Metric]]] = {}
         for _ in range(args.runs):
             metrics = session.run("pipeline", config, stream=True).metrics
-            for name in metrics["schedules"]:
-                rows.setdefault(name, []).append(metrics[name])
+            for name in series_of(metrics):
+                rows.setdefault(name, []).append(metrics)
         for name, runs in rows.items():
-            med = lambda key, runs=runs: statistics.median(r[key] for r in runs)  # noqa: E731
+
+            def med(metric: str, field: str = "value", runs=runs, name=name) -> float:
+                return statistics.median(getattr(find(m, metric, name), field) for m in runs)
+
+            makespan_error = statistics.median(find(m, "makespan_s", name).error for m in runs)
+            grad_diff = max(find(m, "max_grad_diff_vs_reference", name).value for m in runs)
             v = config.get("chunks", "1") if name == "interleaved" else "1"
             print(
                 f"{name:<12} {config['stages']:>2} {config['microbatches']:>3} {v:>2}"
-                f" {format_seconds(med('makespan_measured_s')):>9}"
-                f" {format_seconds(med('makespan_predicted_s')):>10}"
-                f" {med('prediction_error'):>6.1%}"
-                f" {med('bubble_fraction_measured'):>11.1%} {med('bubble_fraction_predicted'):>11.1%}"
-                f" {max(r['max_grad_diff_vs_reference'] for r in runs):>9.1e}",
+                f" {format_seconds(med('makespan_s')):>9}"
+                f" {format_seconds(med('makespan_s', 'predicted')):>10}"
+                f" {makespan_error:>6.1%}"
+                f" {med('bubble_fraction'):>11.1%} {med('bubble_fraction', 'predicted'):>11.1%}"
+                f" {grad_diff:>9.1e}",
                 flush=True,
             )
 

@@ -1,21 +1,46 @@
 """Lesson 5 end to end: MiniGPT cut into stages, schedules run on real gloo ranks,
-gradients equal to one process's, in-flight memory as predicted, the CLI contract."""
+gradients equal to one process's, in-flight memory as predicted, typed params and
+metrics, `playground show`, the CLI contract."""
 
 from __future__ import annotations
 
 import json
+import statistics
+from dataclasses import replace
 
 import pytest
 import torch
 from test_cli import playground
 
 from playground import session
+from playground.memory_rows import memory_rows
 from runtime import formulas
 from runtime.models import GPTConfig, MiniGPT, batch, split_stages, stage_layers
-from runtime.pipeline_exec import PipelineExecutor
+from runtime.profiles import PROFILES
 from runtime.program import Action
+from runtime.simulate import simulate
+from runtime.trace import Timeline
+from scenarios.metrics import Metric, find
+from scenarios.params import ParamError
+from scenarios.pipeline.executor import PipelineExecutor
+from scenarios.pipeline.lesson import (
+    LESSON,
+    PipelineParams,
+    PipelineResult,
+    build,
+    estimate,
+    metrics,
+)
 
 SMALL = {"layers": "4", "hidden": "32", "seq": "16", "microbatch_size": "4"}
+UNIT = PROFILES["unit"]
+
+
+def metric(doc_metrics: list[dict], name: str, series: str | None = None) -> Metric:
+    """A metric of a `--json` document, by name and series."""
+    found = find([Metric.from_dict(m) for m in doc_metrics], name, series)
+    assert found is not None and found.series == series, (name, series)
+    return found
 
 
 def test_minigpt_size_and_stage_cut():
@@ -58,48 +83,94 @@ def test_split_backward_gives_the_same_gradients(split):
         torch.testing.assert_close(mine.grad, theirs.grad, atol=1e-6, rtol=1e-5)
 
 
-def test_all_schedules_on_real_ranks_match_the_reference():
-    raw = {
-        "schedule": "gpipe,1f1b,zb-h1,interleaved",
-        "stages": "2",
-        "microbatches": "4",
-        "chunks": "2",
-        **SMALL,
-    }
-    outcome = session.run("pipeline", raw)
-    metrics = outcome.metrics
-    assert metrics["schedules"] == ["gpipe", "1f1b", "zb-h1", "interleaved"]
-    for name in metrics["schedules"]:
-        m = metrics[name]
-        assert m["max_grad_diff_vs_reference"] <= 1e-5, name
-        assert m["peak_inflight_microbatches"] == m["peak_inflight_predicted"], name
-        assert m["p2p_bytes"] == m["p2p_bytes_predicted"], name
-        assert m["makespan_measured_s"] > 0 and m["makespan_predicted_s"] > 0
-    assert metrics["gpipe"]["peak_inflight_predicted"] == [4, 4]
-    assert metrics["1f1b"]["peak_inflight_predicted"] == [2, 1]
-    # measured and predicted spans pair one to one
-    assert set(outcome.measured.by_action()) == set(outcome.predicted.by_action())
-    # memory was sampled from the live tensors, per rank
-    inflight = [c for c in outcome.measured.counters if c.category == "inflight"]
-    held = [c for c in outcome.measured.counters if c.category == "activations"]
-    assert {c.rank for c in inflight} == {0, 1} and max(c.value for c in held) > 0
-    assert "stage costs" in outcome.profile.source
+# -- typed params -------------------------------------------------------------------------
+def test_params_are_typed_with_the_shared_model_shape():
+    params = PipelineParams.parse({"schedule": "1f1b,zb-h1", "hidden": "32"}, "predict")
+    assert params.schedule == ("1f1b", "zb-h1")
+    assert (params.stages, params.microbatches, params.chunks) == (4, 8, 2)
+    assert (params.model.layers, params.model.hidden, params.model.seq) == (8, 32, 64)
+    assert params.world_size == 4 and PipelineParams.ranks_field == "stages"
+    assert params.activation_bytes == 32 * 64 * 32 * 4
+    assert params.shape("1f1b").chunks == 1 and PipelineParams().shape("interleaved").chunks == 2
+    assert PipelineParams.parse(params.to_dict(), "predict") == params
 
 
-def test_cli_run_four_stages_json():
-    out = playground(
-        "run", "pipeline", "-p", "schedule=gpipe,1f1b", "-p", "stages=4",
-        "-p", "microbatches=8", *[f"-p{k}={v}" for k, v in SMALL.items()], "--json",
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
-    for name in ("gpipe", "1f1b"):
-        m = doc["metrics"][name]
-        assert m["max_grad_diff_vs_reference"] <= 1e-5
-        assert m["peak_inflight_microbatches"] == m["peak_inflight_predicted"]
-    assert doc["metrics"]["gpipe"]["peak_inflight_microbatches"] == [8, 8, 8, 8]
-    assert doc["metrics"]["1f1b"]["peak_inflight_microbatches"] == [4, 3, 2, 1]
-    assert any(c["category"] == "activations" for c in doc["counters"])
+@pytest.mark.parametrize(
+    ("raw", "mode", "field"),
+    [
+        ({"schedule": "interleaved", "microbatches": "6"}, "predict", "microbatches"),
+        ({"schedule": "interleaved", "chunks": "1"}, "predict", "chunks"),
+        ({"stages": "1"}, "predict", "stages"),
+        ({"microbatches": "257"}, "predict", "microbatches"),
+        ({"schedule": "pipedream"}, "predict", "schedule"),
+        ({"schedule": "gpipe,gpipe"}, "predict", "schedule"),
+        ({"layers": "2"}, "predict", "layers"),
+        ({"schedule": "interleaved", "layers": "7"}, "predict", "layers"),
+        ({"hidden": "30"}, "predict", "hidden"),
+        ({"hidden": "512", "layers": "16"}, "run", "hidden"),  # the run-size limit
+        ({"stages": "9"}, "run", "stages"),
+    ],
+)
+def test_every_rule_is_a_param_error_naming_its_field(raw, mode, field):
+    with pytest.raises(ParamError) as caught:
+        PipelineParams.parse(raw, mode)
+    assert caught.value.field == field
+    assert "\n" not in str(caught.value)
+
+
+# -- prediction ------------------------------------------------------------------------------
+def test_estimate_keeps_the_unit_profile_and_fills_every_stage_from_flops():
+    params = PipelineParams.parse({"schedule": "gpipe,interleaved"}, "predict")
+    assert estimate(params, UNIT) is UNIT
+    model = estimate(params, PROFILES["cpu-default"])
+    keys = {a.cost_key for a in build(params).actions() if a.cost_key}
+    assert keys <= set(model.compute)
+    # F = 2·(12h² per block)·tokens / rate; the last stage adds the head
+    tokens = params.microbatch_size * params.model.seq
+    rate = PROFILES["cpu-default"].flops_per_s or 2e9
+    assert model.compute["F.s0of4"] == pytest.approx(2 * 2 * 12 * 64**2 * tokens / rate)
+    assert model.compute["B.s1of8"] == pytest.approx(2 * model.compute["F.s1of8"])
+
+
+def test_a_run_refines_stage_costs_and_alpha_as_before():
+    """compute_costs go in as measured (one rank per stage); alpha becomes the median
+    of one-way p2p time − bytes·beta (the old lesson's own formula)."""
+    params = PipelineParams.parse({"stages": "2", "schedule": "1f1b"}, "run")
+    model = PROFILES["cpu-default"]
+    nbytes = params.activation_bytes
+    one_way = [3e-4, 5e-4]
+    results = [
+        PipelineResult(
+            compute_costs={f"F.s{r}of2": 0.01 * (r + 1)},
+            p2p=[(nbytes, one_way[r])],
+            activations=[],
+            schedules={},
+        )
+        for r in range(2)
+    ]
+    refined = LESSON.prepare_model(params, model, results)
+    assert refined.alpha == pytest.approx(statistics.median(one_way) - nbytes * model.beta)
+    assert refined.compute["F.s0of2"] == 0.01 and refined.compute["F.s1of2"] == 0.02
+    assert "stage costs and p2p latency measured" in refined.source
+
+
+def test_metrics_never_read_action_ids():
+    """Ids are opaque: the same timeline with other ids gives the same metrics."""
+    params = PipelineParams.parse({"schedule": "gpipe,1f1b,zb-h1"}, "predict")
+    predicted = simulate(build(params), UNIT)
+    renamed = Timeline(
+        spans=[replace(s, action_id=f"opaque{i}") for i, s in enumerate(predicted.spans)]
+    )
+    assert metrics(params, renamed, None) == metrics(params, predicted, None)
+
+
+def test_narrative_quotes_metrics_that_exist():
+    outcome = session.predict("pipeline", {"schedule": "gpipe,1f1b,interleaved,zb-h1"}, "unit")
+    names = {m.name for m in outcome.metrics}
+    for step in LESSON.narrative:
+        assert step.metric in names, step.id
+    phases = {a.phase for a in build(outcome.params).actions()}
+    assert phases <= {p for step in LESSON.narrative for p in step.phases}
 
 
 def test_predict_unit_textbook_numbers():
@@ -109,14 +180,138 @@ def test_predict_unit_textbook_numbers():
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     m = json.loads(out.stdout)["metrics"]
-    assert m["gpipe"]["makespan_predicted_s"] == 33
-    assert m["1f1b"]["makespan_predicted_s"] == 33
-    assert m["gpipe"]["bubble_fraction_predicted"] == pytest.approx(3 / 11)
-    assert m["1f1b"]["bubble_fraction_formula"] == pytest.approx(3 / 11)
-    assert m["interleaved"]["makespan_predicted_s"] == 28.5
-    assert m["zb-h1"]["makespan_predicted_s"] == 27
-    assert m["gpipe"]["peak_inflight_predicted"] == [8, 8, 8, 8]
-    assert m["1f1b"]["peak_inflight_predicted"] == [4, 3, 2, 1]
+    assert metric(m, "makespan_s", "gpipe").predicted == 33
+    assert metric(m, "makespan_s", "1f1b").predicted == 33
+    assert metric(m, "bubble_fraction", "gpipe").predicted == pytest.approx(3 / 11)
+    assert metric(m, "bubble_fraction_formula", "1f1b").value == pytest.approx(3 / 11)
+    assert metric(m, "makespan_s", "interleaved").predicted == 28.5
+    assert metric(m, "makespan_s", "zb-h1").predicted == 27
+    assert metric(m, "peak_inflight_microbatches", "gpipe").predicted == [8, 8, 8, 8]
+    assert metric(m, "peak_inflight_microbatches", "1f1b").predicted == [4, 3, 2, 1]
+    assert metric(m, "p2p_messages", "interleaved").value == 112
+    assert metric(m, "parameters").value == 412_288
+    assert metric(m, "makespan_s", "gpipe").value is None  # nothing measured yet
+
+
+# -- playground show -------------------------------------------------------------------------
+SHOW_1F1B = ["show", "pipeline", "-p", "schedule=1f1b", "-p", "stages=4", "-p", "microbatches=8"]
+RANK0_COMPUTE = [
+    "F0",
+    "F1",
+    "F2",
+    "F3",
+    "B0",
+    "F4",
+    "B1",
+    "F5",
+    "B2",
+    "F6",
+    "B3",
+    "F7",
+    "B4",
+    "B5",
+    "B6",
+    "B7",
+]
+
+
+def check_rank0_tokens(tokens: list[str]) -> None:
+    compute = [t for t in tokens if t[:1] in ("F", "B")]
+    assert compute == RANK0_COMPUTE
+    at = [i for i, t in enumerate(tokens) if t[:1] in ("F", "B")]
+    between = [tokens[a + 1 : b] for a, b in zip(at, at[1:], strict=False)]
+    # each forward sends its activation to rank 1 at once; each backward first
+    # receives its gradient from rank 1
+    for gap, before, after in zip(between, compute, compute[1:], strict=False):
+        if before.startswith("F"):
+            assert gap[:1] == ["→1"], (before, gap, after)
+        if after.startswith("B"):
+            assert gap[-1:] == ["←1"], (before, gap, after)
+    assert tokens[at[-1] + 1 :] == [] and tokens[: at[0]] == ["|"]
+    assert between[0] == ["→1"]  # F0 →1 F1
+    assert between[3] == ["→1", "←1"]  # F3 →1 ←1 B0
+    assert between[4] == []  # B0 F4 (rank 0 sends no gradient back)
+    assert between[-1] == ["←1"]  # B6 ←1 B7
+    assert set(tokens) - set(RANK0_COMPUTE) == {"|", "→1", "←1"}
+
+
+def test_show_prints_1f1b_rank0_in_order_with_its_messages():
+    out = playground(*SHOW_1F1B)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("rank 0:"))
+    end = next(i for i in range(start + 1, len(lines)) if "rank 1:" in lines[i])
+    text = " ".join(lines[start:end]).split(":", 1)[1]
+    check_rank0_tokens(text.split())
+
+
+def test_show_json_lists_rank0_actions_with_tokens_and_series():
+    out = playground(*SHOW_1F1B, "--json")
+    assert out.returncode == 0, out.stderr
+    ranks = json.loads(out.stdout)["ranks"]
+    assert len(ranks) == 4
+    check_rank0_tokens([entry["token"] for entry in ranks[0]])
+    assert {entry["series"] for rank in ranks for entry in rank} == {"1f1b"}
+
+
+# -- real runs ----------------------------------------------------------------------------------
+@pytest.mark.ranks
+def test_all_schedules_on_real_ranks_match_the_reference():
+    raw = {
+        "schedule": "gpipe,1f1b,zb-h1,interleaved",
+        "stages": "2",
+        "microbatches": "4",
+        "chunks": "2",
+        **SMALL,
+    }
+    outcome = session.run("pipeline", raw)
+    ms = outcome.metrics
+    names = ["gpipe", "1f1b", "zb-h1", "interleaved"]
+    assert [s for s in dict.fromkeys(m.series for m in ms) if s] == names
+    for name in names:
+        at = {m.name: m for m in ms if m.series == name}
+        assert at["max_grad_diff_vs_reference"].value <= 1e-5, name
+        inflight = at["peak_inflight_microbatches"]
+        assert inflight.value == inflight.predicted, name
+        assert at["p2p_bytes"].value == at["p2p_bytes"].predicted, name
+        assert at["makespan_s"].value > 0 and at["makespan_s"].predicted > 0
+        assert at["makespan_s"].error is not None
+        peak = at["peak_bytes"]
+        assert peak.category == "activations" and peak.per == "rank"
+        assert len(peak.value) == len(peak.predicted) == 2 and min(peak.predicted) > 0
+        assert at["loss"].value > 0 and len(at["cpu_s"].value) == 2
+    assert find(ms, "peak_inflight_microbatches", "gpipe").predicted == [4, 4]
+    assert find(ms, "peak_inflight_microbatches", "1f1b").predicted == [2, 1]
+    # measured and predicted spans pair one to one, and carry their schedule
+    assert set(outcome.measured.by_action()) == set(outcome.predicted.by_action())
+    assert {s.series for s in outcome.measured.spans} == set(names)
+    # memory was sampled from the live tensors, per rank, and makes memory bars
+    inflight = [c for c in outcome.measured.counters if c.category == "inflight"]
+    held = [c for c in outcome.measured.counters if c.category == "activations"]
+    assert {c.rank for c in inflight} == {0, 1} and max(c.value for c in held) > 0
+    bars = memory_rows(ms)
+    assert {(b.group, b.rank, b.predicted) for b in bars} == {
+        (s, r, p) for s in names for r in (0, 1) for p in (False, True)
+    }
+    assert "stage costs" in outcome.profile.source
+
+
+@pytest.mark.ranks
+def test_cli_run_four_stages_json():
+    out = playground(
+        "run", "pipeline", "-p", "schedule=gpipe,1f1b", "-p", "stages=4",
+        "-p", "microbatches=8", *[f"-p{k}={v}" for k, v in SMALL.items()], "--json",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    m = doc["metrics"]
+    for name in ("gpipe", "1f1b"):
+        assert metric(m, "max_grad_diff_vs_reference", name).value <= 1e-5
+        inflight = metric(m, "peak_inflight_microbatches", name)
+        assert inflight.value == inflight.predicted
+    assert metric(m, "peak_inflight_microbatches", "gpipe").value == [8, 8, 8, 8]
+    assert metric(m, "peak_inflight_microbatches", "1f1b").value == [4, 3, 2, 1]
+    assert any(c["category"] == "activations" for c in doc["counters"])
 
 
 @pytest.mark.parametrize(

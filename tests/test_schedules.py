@@ -1,4 +1,5 @@
-"""Pipeline schedules (runtime.schedules): textbook numbers, warm-up rules, validity."""
+"""Pipeline schedules (scenarios.pipeline.schedules and .orders): textbook numbers,
+warm-up rules, validity, schedules as series."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ from dataclasses import replace
 
 import pytest
 
-from runtime import formulas, schedules
+from runtime import formulas
 from runtime.profiles import PROFILES
 from runtime.program import ProgramError
-from runtime.schedules import ScheduleError, Shape
 from runtime.simulate import simulate
+from scenarios.params import ParamError
+from scenarios.pipeline import orders, schedules
+from scenarios.pipeline.schedules import ScheduleError, Shape
 
 UNIT = PROFILES["unit"]
 
@@ -72,7 +75,7 @@ def test_1f1b_warmup_is_min_of_p_minus_r_minus_1_and_m(p, m):
         order = compute_order(program, rank)
         first_b = next(i for i, (kind, _, _) in enumerate(order) if kind == "B")
         warm = min(p - rank - 1, m)
-        assert schedules.warmup_1f1b(p, m, rank) == warm
+        assert orders.warmup_1f1b(p, m, rank) == warm
         # warm-up forwards, then (while forwards remain) the 1F of 1F1B before the first B
         assert first_b == warm + (1 if warm < m else 0)
         steady = order[warm : warm + 2 * (m - warm)]
@@ -104,7 +107,7 @@ def test_interleaved_follows_megatrons_rule(p, m, v):
     program = schedules.build("interleaved", Shape(p, m, v))
     for rank in range(p):
         assert compute_order(program, rank) == megatron_order(p, m, v, rank)
-        warm = schedules.warmup_interleaved(p, m, v, rank)
+        warm = orders.warmup_interleaved(p, m, v, rank)
         expected = m * v if m == p else min(2 * (p - rank - 1) + (v - 1) * p, m * v)
         assert warm == expected
 
@@ -144,28 +147,34 @@ def test_messages_pair_per_channel():
 
 
 @pytest.mark.parametrize(
-    ("schedule", "shape", "rule"),
+    ("schedule", "shape", "rule", "field"),
     [
-        ("1f1b", Shape(1, 4), "p >= 2"),
-        ("gpipe", Shape(4, 0), "from 1 to 256"),
-        ("gpipe", Shape(4, 257), "from 1 to 256"),
-        ("interleaved", Shape(4, 6, 2), "multiple of p"),
-        ("interleaved", Shape(4, 8, 1), "v >= 2"),
-        ("1f1b", Shape(4, 8, 2), "only the interleaved"),
-        ("pipedream", Shape(4, 8), "unknown schedule"),
+        ("1f1b", Shape(1, 4), "p >= 2", "stages"),
+        ("gpipe", Shape(4, 0), "from 1 to 256", "microbatches"),
+        ("gpipe", Shape(4, 257), "from 1 to 256", "microbatches"),
+        ("interleaved", Shape(4, 6, 2), "multiple of p", "microbatches"),
+        ("interleaved", Shape(4, 8, 1), "v >= 2", "chunks"),
+        ("1f1b", Shape(4, 8, 2), "only the interleaved", "chunks"),
+        ("pipedream", Shape(4, 8), "unknown schedule", "schedule"),
     ],
 )
-def test_invalid_combinations_name_the_rule(schedule, shape, rule):
-    with pytest.raises(ScheduleError, match=rule):
+def test_invalid_combinations_name_the_rule_and_the_field(schedule, shape, rule, field):
+    with pytest.raises(ScheduleError, match=rule) as caught:
         schedules.build(schedule, shape)
+    assert isinstance(caught.value, ParamError) and caught.value.field == field
 
 
 def test_several_schedules_run_one_after_the_other():
     program = schedules.build_many([("gpipe", Shape(4, 8)), ("1f1b", Shape(4, 8))])
+    # every action, barriers included, carries its schedule as its series
+    assert {a.series for a in program.actions()} == {"gpipe", "1f1b"}
+    barriers = [a for a in program.actions() if a.kind == "barrier"]
+    assert sorted(a.series for a in barriers) == ["1f1b"] * 4 + ["gpipe"] * 4
+    for actions in program.ranks:  # each rank runs all of gpipe, then all of 1f1b
+        series = [a.series for a in actions]
+        assert series == sorted(series, key=["gpipe", "1f1b"].index)
     timeline = simulate(program, UNIT)
-    ends = {
-        name: max(s.end for s in timeline.spans if (s.action_id or "").startswith(name + "/"))
-        for name in ("gpipe", "1f1b")
-    }
+    ends = {name: max(s.end for s in timeline.of_series(name)) for name in ("gpipe", "1f1b")}
     assert ends["gpipe"] == pytest.approx(33.0)
     assert ends["1f1b"] == pytest.approx(66.0)
+    assert timeline.of_series("gpipe") and timeline.of_series("1f1b")

@@ -1,8 +1,8 @@
 """The real pipeline executor: runs a rank's F/B/W and p2p Actions with autograd.
 
-The engine side of lesson 5 (DESIGN.md: executors live in runtime's engine
-part; the schedules themselves are data from runtime.schedules). For each
-Action of its list a rank:
+The engine side of lesson 5 (DESIGN.md: a lesson's mechanism lives in its
+package; the schedules themselves are data from scenarios.pipeline.schedules).
+For each Action of its list a rank:
 
 - recv (activation): receives the previous stage's output for one microbatch;
 - F: runs its stage forward on it (token ids on stage 0), keeping what backward

@@ -1,0 +1,283 @@
+"""Lesson 5: pipeline schedules — where the bubble comes from and what each schedule buys.
+
+The `pipeline` lesson, top to bottom: its params, its narrative
+(scenarios.pipeline.narrative), its Program, its metrics. MiniGPT
+(runtime.models) is cut into p·v contiguous stages; each schedule of the
+`schedule` list (scenarios.pipeline.schedules) runs one training step of m
+microbatches on the real ranks, one schedule after the other, each after a
+barrier, every Action tagged with its schedule as `series`. The rank side
+(scenarios.pipeline.rank) first times every stage's F, B, Bi and W in CPU
+seconds and ping-pongs an activation between neighbours; the prediction is
+refined with those (runtime.costmodel.refine) and re-simulates the Program,
+sharing the CPU cores among the ranks computing at each instant, which is
+what a pipeline's idle ranks need.
+
+Metrics are given per schedule (`series`); under `--hardware unit` (F = 1,
+B = 2 per full stage, free communication) they are the textbook numbers:
+GPipe and 1F1B with p = 4, m = 8 take 33 units, a bubble of 3/11.
+
+Imports: runtime's pure part and the lesson contract (the UI imports this).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from runtime import formulas
+from runtime.costmodel import CostModel
+from runtime.program import Action, Program
+from runtime.trace import Span, Timeline, makespan
+from scenarios.base import Lesson, RankResult, RunData
+from scenarios.metrics import Metric
+from scenarios.params import Mode, ParamError, Params, choices, integer
+from scenarios.pipeline import schedules
+from scenarios.pipeline.narrative import NARRATIVE
+from scenarios.pipeline.schedules import SCHEDULES, Shape, cost_key, inflight_profile
+from scenarios.shape import CPU_FLOPS_PER_S, FP32, GPTShape
+
+MAX_RUN_PARAMETERS = 2_000_000
+COMPUTE_KINDS = ("F", "B", "W")
+
+
+# -- parameters -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PipelineParams(Params):
+    ranks_field: ClassVar[str] = "stages"
+
+    schedule: tuple[str, ...] = choices(
+        ("gpipe", "1f1b"),
+        SCHEDULES,
+        "planificación, o una lista separada por comas para compararlas",
+        "schedule, or a comma list to compare them",
+    )
+    stages: int = integer(
+        4, "etapas del pipeline (rangos), p", "pipeline stages (ranks), p", 2, 8, 64
+    )
+    microbatches: int = integer(
+        8, "microlotes por paso, m", "microbatches per step, m", 1, schedules.MAX_MICROBATCHES
+    )
+    chunks: int = integer(
+        2,
+        "trozos del modelo por rango en el intercalado, v",
+        "model chunks per rank for interleaved, v",
+        1,
+        8,
+    )
+    model: GPTShape = GPTShape(layers=8, hidden=64, heads=4, seq=64, vocab=64)
+    microbatch_size: int = integer(
+        32, "secuencias por microlote", "sequences per microbatch", 1, 64, 4096
+    )
+
+    def check(self, mode: Mode) -> None:
+        for schedule in self.schedule:
+            shape = self.shape(schedule)
+            schedules.check(schedule, shape)  # a ScheduleError names its field
+            if self.model.layers < shape.virtual_stages:
+                raise ParamError(
+                    "layers",
+                    f"layers={self.model.layers}: {schedule} cuts the model into "
+                    f"{shape.virtual_stages} stages (stages x chunks), so it needs at least "
+                    "that many layers",
+                )
+        if mode == "run":
+            self.model.check_run_size(MAX_RUN_PARAMETERS)
+
+    @property
+    def activation_bytes(self) -> int:
+        """Bytes of one microbatch's activation between stages (= its gradient)."""
+        return self.microbatch_size * self.model.seq * self.model.hidden * FP32
+
+    def shape(self, schedule: str) -> Shape:
+        """The knobs `schedule` takes (only interleaved uses chunks)."""
+        chunks = self.chunks if schedule == "interleaved" else 1
+        return Shape(self.stages, self.microbatches, chunks, self.activation_bytes)
+
+
+@dataclass(frozen=True)
+class ScheduleRun:
+    """What one rank measured while running one schedule."""
+
+    peak_inflight: int  # microbatch-stages whose activations it held at once
+    peak_activation_bytes: int  # the bytes autograd kept for them, at the peak
+    p2p_bytes: int  # what it sent
+    cpu_s: float  # CPU seconds of its process during the step
+    max_grad_diff: float  # largest |grad − one process's grad| over its parameters
+    losses: list[float]  # per microbatch, on the last stage (empty elsewhere)
+
+
+@dataclass(frozen=True)
+class StageActivations:
+    """Bytes one microbatch's forward keeps for backward on a stage, measured alone."""
+
+    stages: int  # how many stages the model is cut into
+    stage: int
+    bytes: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class PipelineResult(RankResult):
+    """Per rank: stage costs in CPU seconds (`compute_costs`, all ranks timing at once),
+    one activation's one-way time to a neighbour (`p2p`), each of its stages'
+    activation bytes per microbatch, and each schedule's run."""
+
+    activations: list[StageActivations]
+    schedules: dict[str, ScheduleRun]
+
+
+# -- program --------------------------------------------------------------------------------
+def build(params: PipelineParams) -> Program:
+    return schedules.build_many([(s, params.shape(s)) for s in params.schedule])
+
+
+def estimate(params: PipelineParams, model: CostModel) -> CostModel:
+    """Stage costs before a run has measured them: the profile's own when it has them
+    (unit: F = 1, B = 2 per full stage), else from FLOPs: F = 2·(matmul weights)·tokens,
+    B = 2F, split as Bi = W = F."""
+    if "F" in model.compute:
+        return model
+    rate = model.flops_per_s or CPU_FLOPS_PER_S
+    shape = params.model
+    tokens = params.microbatch_size * shape.seq
+    costs: dict[str, float] = {}
+    for schedule in params.schedule:
+        stages = params.shape(schedule).virtual_stages
+        for s, count in enumerate(formulas.even_split(shape.layers, stages)):
+            head = shape.hidden * shape.vocab if s == stages - 1 else 0
+            f = 2 * (count * 12 * shape.hidden**2 + head) * tokens / rate
+            for kind, cost in (("F", f), ("B", 2 * f), ("Bi", f), ("W", f)):
+                costs[cost_key(kind, s, stages)] = cost
+    return replace(model, compute={**model.compute, **costs})
+
+
+# -- metrics ----------------------------------------------------------------------------------
+def metrics(
+    params: PipelineParams, predicted: Timeline, run: RunData[PipelineResult] | None
+) -> list[Metric]:
+    program = build(params)
+    out = [Metric("parameters", "count", params.model.parameters)]
+    for schedule in params.schedule:
+        per_rank = [[a for a in actions if a.series == schedule] for actions in program.ranks]
+        out += _schedule_metrics(params, schedule, per_rank, predicted, run)
+    return out
+
+
+def _schedule_metrics(
+    params: PipelineParams,
+    schedule: str,
+    per_rank: list[list[Action]],
+    predicted: Timeline,
+    run: RunData[PipelineResult] | None,
+) -> list[Metric]:
+    shape, s, p = params.shape(schedule), schedule, params.stages
+    unit = formulas.pipeline_bubble_fraction(
+        s, p, shape.microbatches, shape.chunks, 1.0, 2.0, 1.0 if s == "zb-h1" else 0.0
+    )
+    pred = predicted.of_series(s)
+    mine: list[ScheduleRun] = []
+    measured_s = measured_bubble = None
+    if run is not None:
+        mine = [r.schedules[s] for r in run.results]
+        meas = run.measured.of_series(s)
+        measured_s, measured_bubble = makespan(meas), _bubble(meas, p)
+    out = [
+        Metric("makespan_s", "s", measured_s, makespan(pred), series=s),
+        Metric("bubble_fraction", "fraction", measured_bubble, _bubble(pred, p), series=s),
+        Metric("bubble_fraction_formula", "fraction", unit, series=s),
+        Metric(
+            "peak_inflight_microbatches",
+            "count",
+            [r.peak_inflight for r in mine] if mine else None,
+            [max(inflight_profile(actions), default=0) for actions in per_rank],
+            series=s,
+            per="rank",
+        ),
+        Metric(
+            "p2p_bytes",
+            "bytes",
+            [r.p2p_bytes for r in mine] if mine else None,
+            [sum(nbytes for a in actions for _, nbytes in a.sends()) for actions in per_rank],
+            series=s,
+            per="rank",
+        ),
+        Metric(
+            "p2p_messages",
+            "count",
+            sum(a.kind == "send" for actions in per_rank for a in actions),
+            series=s,
+        ),
+    ]
+    if run is None:
+        return out
+    held = {(a.stages, a.stage): a.bytes for r in run.results for a in r.activations}
+    per_stage = {
+        stage: held[key]
+        for stage in range(shape.virtual_stages)
+        if (key := (shape.virtual_stages, stage)) in held
+    }
+    losses = [loss for r in mine for loss in r.losses]
+    return [
+        *out,
+        Metric(
+            "peak_bytes",
+            "bytes",
+            [r.peak_activation_bytes for r in mine],
+            _activation_peaks(per_rank, per_stage) if per_stage else None,
+            series=s,
+            category="activations",
+            per="rank",
+        ),
+        Metric("max_grad_diff_vs_reference", "diff", max(r.max_grad_diff for r in mine), series=s),
+        Metric("loss", "number", statistics.fmean(losses) if losses else None, series=s),
+        Metric("cpu_s", "s", [r.cpu_s for r in mine], series=s, per="rank"),
+    ]
+
+
+def _activation_peaks(per_rank: list[list[Action]], per_stage: dict[int, int]) -> list[int]:
+    """Per rank, the largest sum over held (stage, microbatch) of one microbatch's
+    activation bytes on that stage, walking the rank's actions in order."""
+    peaks = []
+    for actions in per_rank:
+        release = "W" if any(a.kind == "W" for a in actions) else "B"
+        held = peak = 0
+        for action in actions:
+            stage_bytes = per_stage.get(action.stage or 0, 0)
+            if action.kind == "F":
+                held += stage_bytes
+                peak = max(peak, held)
+            elif action.kind == release:
+                held -= stage_bytes
+        peaks.append(peak)
+    return peaks
+
+
+def _bubble(spans: list[Span], ranks: int) -> float:
+    """Idle share of the makespan, averaged over ranks: 1 - (time computing)/makespan."""
+    total = makespan(spans)
+    if total <= 0:
+        return 0.0
+    busy = [0.0] * ranks
+    for span in spans:
+        if span.kind in COMPUTE_KINDS:
+            busy[span.rank] += span.duration
+    return 1.0 - statistics.fmean(busy) / total
+
+
+LESSON = Lesson(
+    name="pipeline",
+    number=5,
+    title={"es": "Planificaciones de pipeline", "en": "Pipeline schedules"},
+    summary={
+        "es": "GPipe, 1F1B, intercalado y zero-bubble: de dónde sale la burbuja y cuánta memoria cuesta.",
+        "en": "GPipe, 1F1B, interleaved and zero-bubble: where the bubble comes from and what memory it costs.",
+    },
+    params=PipelineParams,
+    result=PipelineResult,
+    narrative=NARRATIVE,
+    build=build,
+    metrics=metrics,
+    rank_entry="scenarios.pipeline.rank:run_rank",
+    estimate=estimate,
+    refined="stage costs and p2p latency",
+)
