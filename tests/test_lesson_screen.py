@@ -75,6 +75,7 @@ async def test_invalid_param_is_refused_inline_and_nothing_runs() -> None:
         assert not screen.query_one("#run", Button).disabled
 
 
+@pytest.mark.ranks
 async def test_a_real_run_streams_spans_then_steps_through_the_narrative(
     tmp_path, monkeypatch
 ) -> None:
@@ -130,6 +131,7 @@ async def test_a_real_run_streams_spans_then_steps_through_the_narrative(
         assert screen.last_export == exported[0]
 
 
+@pytest.mark.ranks
 async def test_escape_cancels_a_run_and_every_rank_is_gone(monkeypatch) -> None:
     marker = f"PLAYGROUND_TEST_MARKER_{uuid.uuid4().hex}"
     monkeypatch.setenv(marker, "1")
@@ -153,6 +155,7 @@ async def test_escape_cancels_a_run_and_every_rank_is_gone(monkeypatch) -> None:
         assert isinstance(app.screen, LessonScreen)  # Esc cancelled, it did not leave
 
 
+@pytest.mark.ranks
 async def test_a_failed_run_is_shown_and_the_app_keeps_working(monkeypatch) -> None:
     marker = f"PLAYGROUND_TEST_MARKER_{uuid.uuid4().hex}"
     monkeypatch.setenv(marker, "1")
