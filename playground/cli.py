@@ -27,9 +27,10 @@ import os
 import sys
 from typing import NoReturn
 
-from playground.formatting import metric_lines, plain
+from playground.formatting import plain
 from playground.i18n import t
-from playground.session import Outcome, UsageError
+from playground.report import report
+from playground.session import UsageError
 from runtime.units import format_seconds
 
 
@@ -190,7 +191,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from playground import session
 
     outcome = session.predict(args.scenario, _raw_params(args), hardware=args.hardware)
-    return _report(outcome, args)
+    return report(outcome, args)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -212,13 +213,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     except RunFailed as exc:
         print(f"playground: {t('cli.run_failed', error=exc)}", file=sys.stderr)
         return 1
-    return _report(outcome, args)
+    return report(outcome, args)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from playground.saved import replay
 
-    return _report(replay(args.path), args)
+    return report(replay(args.path), args)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -266,43 +267,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                 path=calibration.cache_file(),
             )
         )
-    return 0
-
-
-# -- output ---------------------------------------------------------------------
-def _report(outcome: Outcome, args: argparse.Namespace) -> int:
-    try:
-        if args.export:
-            from playground.export.html import write_html
-
-            write_html(outcome, args.export)
-        if args.trace:
-            from playground.export.chrome_trace import write_trace
-
-            write_trace(outcome, args.trace)
-    except OSError as exc:
-        raise UsageError(
-            f"cannot write {exc.filename or 'the export'}: {exc.strerror or exc}"
-        ) from None
-    if args.json:
-        print(json.dumps(outcome.to_doc(), allow_nan=False))
-    else:
-        world = outcome.params.world_size
-        print(
-            f"{outcome.lesson.name} · {t('cli.ranks')} {world} · {t('cli.profile')} "
-            f"{plain(outcome.profile.name)}"
-            + (f" · {t('cli.backend')} {plain(outcome.backend)}" if outcome.backend else "")
-        )
-        typed = outcome.params.typed()
-        print(f"{t('cli.params')}: " + ", ".join(f"{k}={plain(v)}" for k, v in typed.items()))
-        words = {w: t(f"app.{w}") for w in ("measured", "predicted", "error")}
-        for line in metric_lines(outcome.metrics, words):
-            print(plain(line))
-        if outcome.run_dir:
-            print(t("cli.run_dir", path=outcome.run_dir))
-    for path in (args.export, args.trace):
-        if path:
-            print(t("cli.exported", path=path), file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

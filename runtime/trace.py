@@ -68,15 +68,20 @@ class Span:
 
 @dataclass
 class Counter:
-    """One sample of a quantity (bytes) on one rank, e.g. memory by category."""
+    """One sample of a quantity (bytes) on one rank, e.g. memory by category; `series`
+    is the variant it belongs to (a ZeRO stage), as on Spans."""
 
     rank: int
     category: str
     t: float
     value: float
+    series: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.series is None:
+            del out["series"]
+        return out
 
 
 @dataclass

@@ -112,9 +112,9 @@ class RankContext(Generic[P]):
         if self._stream:
             self._flush_soon()
 
-    def sample(self, category: str, value: float) -> None:
+    def sample(self, category: str, value: float, series: str | None = None) -> None:
         """A Counter sample now (memory in bytes, microbatches in flight, ...)."""
-        counter = Counter(self.rank, category, self.now(), float(value)).to_dict()
+        counter = Counter(self.rank, category, self.now(), float(value), series).to_dict()
         self.counters.append(counter)
         if self._stream:
             self._flush_soon()

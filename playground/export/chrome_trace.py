@@ -101,7 +101,7 @@ def _process(
     for counter in timeline.counters:
         events.append(
             {
-                "name": f"rank {counter.rank} memory",
+                "name": f"rank {counter.rank} {counter.series or 'memory'}",
                 "ph": "C",
                 "ts": _us(counter.t),
                 "pid": pid,
@@ -114,7 +114,9 @@ def _process(
 
 def _complete(pid: int, span: Span, pair: Span | None) -> dict[str, Any]:
     args: dict[str, Any] = {
-        name: getattr(span, name) for name in OPTIONAL_SPAN_FIELDS if getattr(span, name) is not None
+        name: getattr(span, name)
+        for name in OPTIONAL_SPAN_FIELDS
+        if getattr(span, name) is not None
     }
     if pair is not None:
         args["predicted_dur_us"] = _us(pair.duration)

@@ -65,7 +65,6 @@ def build_memory_figure(outcome: Outcome) -> go.Figure | None:
     names = list(groups)
     categories = [c for c in CATEGORY_ORDER if any(c in row[3] for row in rows)]
     categories += sorted({c for row in rows for c in row[3]} - set(categories))
-    precision = outcome.params.get("precision")
     fig = make_subplots(
         rows=1,
         cols=len(names),
@@ -120,8 +119,6 @@ def build_memory_figure(outcome: Outcome) -> go.Figure | None:
         )
         fig.update_xaxes(tickangle=-60, row=1, col=col)
     title = "memory per rank at its peak, by category: measured (solid) beside predicted (pale)"
-    if precision:
-        title += f" · {escape(str(precision))}"
     fig.update_layout(
         barmode="stack",
         title={"text": title, "font": {"size": 14}},

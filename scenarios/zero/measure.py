@@ -13,7 +13,7 @@ tensors that category really holds at a moment:
 
 An executor (scenarios.zero.executors, scenarios.zero.fsdp2) is a `Tracker`:
 it says what it holds now (`memory`), and `record` keeps each category's peak
-and samples it as a Counter "<stage>/<category>" on the rank's timeline.
+and samples it as a Counter of that category, its series the stage, on the rank's timeline.
 
 Engine part: imports torch, only inside rank processes.
 """
@@ -28,7 +28,7 @@ from torch import nn
 from runtime.models import MiniGPT
 from scenarios.metrics import CATEGORIES
 
-Sampler = Callable[[str, float], None]
+Sampler = Callable[[str, float, str | None], None]
 
 
 def units_of(model: MiniGPT) -> list[nn.Module]:
@@ -111,4 +111,4 @@ class Tracker:
         for category, value in self.memory().items():
             self.peaks[category] = max(self.peaks[category], value)
             if self.sample is not None:
-                self.sample(f"{self.stage}/{category}", value)
+                self.sample(category, value, self.stage)

@@ -1,0 +1,55 @@
+"""What `playground predict|run|replay` print: an Outcome as text or JSON, and its exports.
+
+The CLI's output half (playground.cli parses and dispatches). Exports are
+written first, so an unwritable path is reported before anything is printed;
+the text is the lesson, its params as the learner typed them, and the typed
+metrics through the one rendering path (playground.formatting), with control
+characters stripped from anything a saved file could carry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from playground.formatting import metric_lines, plain
+from playground.i18n import t
+from playground.session import Outcome, UsageError
+
+
+def report(outcome: Outcome, args: argparse.Namespace) -> int:
+    """Write the exports the user asked for, then print the Outcome (text or --json)."""
+    try:
+        if args.export:
+            from playground.export.html import write_html
+
+            write_html(outcome, args.export)
+        if args.trace:
+            from playground.export.chrome_trace import write_trace
+
+            write_trace(outcome, args.trace)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write {exc.filename or 'the export'}: {exc.strerror or exc}"
+        ) from None
+    if args.json:
+        print(json.dumps(outcome.to_doc(), allow_nan=False))
+    else:
+        world = outcome.params.world_size
+        print(
+            f"{outcome.lesson.name} · {t('cli.ranks')} {world} · {t('cli.profile')} "
+            f"{plain(outcome.profile.name)}"
+            + (f" · {t('cli.backend')} {plain(outcome.backend)}" if outcome.backend else "")
+        )
+        typed = outcome.params.typed()
+        print(f"{t('cli.params')}: " + ", ".join(f"{k}={plain(v)}" for k, v in typed.items()))
+        words = {w: t(f"app.{w}") for w in ("measured", "predicted", "error")}
+        for line in metric_lines(outcome.metrics, words):
+            print(plain(line))
+        if outcome.run_dir:
+            print(t("cli.run_dir", path=outcome.run_dir))
+    for path in (args.export, args.trace):
+        if path:
+            print(t("cli.exported", path=path), file=sys.stderr if args.json else sys.stdout)
+    return 0
