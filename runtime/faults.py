@@ -11,8 +11,8 @@
 
 Several `--fault` flags may be given. Parsed here (pure), carried to the ranks
 as Fault records: time-based faults are fired by runtime.worker's timers,
-step-based ones by the training loop of a lesson that has steps (scenarios
-.failure_resume_rank, which reads them from RankContext.faults), and `corrupt`
+step-based ones by the training loop of a lesson that has steps (it reads
+them from RankContext.faults: failure-resume's rank code), and `corrupt`
 by the restart supervisor (runtime.supervise) on the checkpoint directory. A
 kill is SIGKILL and a hang SIGSTOP of the real rank process: what a crashed
 host and a wedged GPU or NCCL call look like from outside. The launcher

@@ -16,6 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from runtime.program import Program
+from runtime.trace import Span
+
+# Appended by the supervisor to the label of a span of a failed attempt past the
+# checkpoint the next attempt resumed from: its work was lost and done again.
+LOST = " (lost)"
+
+
+def is_lost(span: Span) -> bool:
+    """True for a span whose work a failure threw away (it was recomputed after it)."""
+    return span.label.endswith(LOST)
 
 
 @dataclass(frozen=True)

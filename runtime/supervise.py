@@ -27,7 +27,8 @@ The attempts share one clock: time zero is the first attempt's start barrier
 (the ranks of later attempts are handed that origin), and the failure,
 detection, restart, resume and lost-work Marks are placed on the same axis.
 CLOCK_MONOTONIC (perf_counter_ns and time.monotonic on Linux) is shared by all
-processes of one host.
+processes of one host. What each failure leaves on that axis (lost spans,
+fault and clean-up Marks, progress Marks) is written by runtime.restart_marks.
 
 Engine part, but torch-free.
 """
@@ -40,17 +41,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from runtime import checkpoint as ckpt
 from runtime.faults import Fault
 from runtime.launch import LaunchResult, LaunchSpec, RunFailed, default_run_dir, launch
 from runtime.restart import Attempt, FailureReport, RestartPolicy, RestartReport
+from runtime.restart_marks import (
+    STEP_END_KIND,
+    failure_label,
+    fired,
+    lost,
+    prepare_restart,
+    progress_marks,
+)
 from runtime.trace import Counter, Mark, Span
-
-# The kind of span whose end means "this rank finished training step k".
-STEP_END_KIND = "opt"
-CHECKPOINT_KIND = "checkpoint"
 
 
 @dataclass
@@ -220,7 +224,7 @@ class _Run:
             )
         now_t = self.seconds(time.perf_counter_ns())
         self._choose_checkpoint(now_t)
-        self.spans.extend(_lost(attempt.spans, self.resume_step))
+        self.spans.extend(lost(attempt.spans, self.resume_step))
         if self.resume_step < completed:
             self.marks.append(
                 Mark(
@@ -264,21 +268,20 @@ class _Run:
             else time.perf_counter_ns()
         )
         detected_t = self.seconds(detected_ns)
-        fired = _fired(self.fired_dir, self.pending)
+        records = fired(self.fired_dir, self.pending)
         timed = [f for f in self.pending if f.after_s is not None and f.rank == exc.rank]
-        self.pending = [f for f in self.pending if f.index not in fired and f not in timed]
+        self.pending = [f for f in self.pending if f.index not in records and f not in timed]
         failed_t = None
-        if fired:
-            first = min(fired.values(), key=lambda r: r["t_ns"])
+        if records:
+            first = min(records.values(), key=lambda r: r["t_ns"])
             failed_t = self.seconds(first["t_ns"])
-            self.marks.append(Mark(failed_t, "failure", _failure_label(first), rank=first["rank"]))
+            self.marks.append(Mark(failed_t, "failure", failure_label(first), rank=first["rank"]))
         elif timed:
             # A timer fired it (runtime.worker): when exactly is not recorded, so the
             # mark sits at the detection and detection_s stays unknown.
             what = "killed (SIGKILL)" if timed[0].kind == "kill" else "hung (SIGSTOP)"
             label = (
-                f"fault: rank {exc.rank} {what} by a timer "
-                f"{timed[0].after_s:g} s after its start"
+                f"fault: rank {exc.rank} {what} by a timer {timed[0].after_s:g} s after its start"
             )
             self.marks.append(Mark(detected_t, "failure", label, rank=exc.rank))
         delay = f" ({(detected_t - failed_t) * 1e3:.0f} ms later)" if failed_t else ""
@@ -294,7 +297,7 @@ class _Run:
 
     def _choose_checkpoint(self, t: float) -> None:
         """Clean up, apply a pending corruption, pick the newest valid checkpoint."""
-        marks, corrupted = _prepare_restart(self.root, self.pending, t)
+        marks, corrupted = prepare_restart(self.root, self.pending, t)
         self.marks.extend(marks)
         if corrupted:
             self.pending = [f for f in self.pending if f.kind != "corrupt"]
@@ -317,7 +320,7 @@ class _Run:
         self._resumed(final_spans)
         self.spans.extend(final_spans)
         self.counters.extend(result.counters or attempt.counters)
-        self.marks.extend(_progress_marks(self.spans))
+        self.marks.extend(progress_marks(self.spans))
         return LaunchResult(
             spans=sorted(self.spans, key=lambda s: (s.start, s.rank)),
             rank_results=result.rank_results,
@@ -328,73 +331,3 @@ class _Run:
             marks=sorted(self.marks, key=lambda m: m.t),
             restarts=RestartReport(self.worlds, [f.report() for f in self.failures]),
         )
-
-
-def _lost(spans: list[Span], resume_step: int) -> list[Span]:
-    """The failed attempt's spans; those of steps after the checkpoint are lost work."""
-    out = []
-    for span in spans:
-        if span.step is not None and span.step > resume_step:
-            span = replace(span, label=f"{span.label} (lost)")
-        out.append(span)
-    return out
-
-
-def _fired(fired_dir: Path, pending: list[Fault]) -> dict[int, dict[str, Any]]:
-    """Records the ranks wrote just before firing a step fault (index -> record)."""
-    out = {}
-    for fault in pending:
-        path = fired_dir / f"fault{fault.index}.json"
-        if path.exists():
-            out[fault.index] = json.loads(path.read_text())
-    return out
-
-
-def _failure_label(record: dict[str, Any]) -> str:
-    what = "killed (SIGKILL)" if record["kind"] == "kill" else "hung (SIGSTOP)"
-    where = (
-        f"while writing checkpoint {record['step']}"
-        if record.get("where") == "checkpoint"
-        else f"in step {record['step']}"
-    )
-    return f"fault: rank {record['rank']} {what} {where}"
-
-
-def _prepare_restart(
-    root: Path, pending: list[Fault], t: float
-) -> tuple[list[Mark], bool]:
-    """Remove unfinished writes; apply a pending corruption to the newest checkpoint
-    (once one exists). Returns the marks and whether the corruption was applied."""
-    marks = []
-    corrupted = False
-    for path in ckpt.remove_incomplete(root):
-        marks.append(
-            Mark(
-                t,
-                "checkpoint-invalid",
-                f"{path.name.lstrip('.')} never finished (its writer died before the rename): removed",
-            )
-        )
-    if any(f.kind == "corrupt" for f in pending):
-        newest = ckpt.committed(root)
-        if newest:
-            step, path = newest[0]
-            damaged = ckpt.corrupt(path)
-            marks.append(
-                Mark(t, "fault", f"fault: flipped bytes of checkpoint step {step} ({damaged})")
-            )
-            corrupted = True
-    return marks, corrupted
-
-
-def _progress_marks(spans: list[Span]) -> list[Mark]:
-    """A Mark per step finished and per checkpoint written (rank 0's view)."""
-    marks = []
-    for span in spans:
-        if span.rank != 0 or "(lost)" in span.label:
-            continue
-        if span.kind == STEP_END_KIND:
-            marks.append(Mark(span.end, "step", f"step {span.step} done", rank=0))
-        elif span.kind == CHECKPOINT_KIND:
-            marks.append(Mark(span.end, "checkpoint", f"checkpoint step {span.step} written"))
-    return marks
