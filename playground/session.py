@@ -120,12 +120,10 @@ def predict(
     predicted = simulate(lesson.build(params), model)
     metrics = lesson.metrics(params, predicted, None)
     return Outcome(
-        lesson, params, model, predicted, metrics=metrics, curves=curves_of(lesson, params)
+        lesson, params, model, predicted, metrics=metrics, curves=lesson.curves(params)
     )
 
 
-def curves_of(lesson: Lesson, params: Params) -> list[Curve]:
-    return lesson.curves(params) if lesson.curves is not None else []
 
 
 def calibrate(
@@ -156,7 +154,7 @@ def run(
     try:
         parsed_faults = parse_faults(faults or [], world)
         # Lessons with steps and checkpoints check step faults against their params.
-        lesson.check_faults(params, parsed_faults)
+        lesson.hooks.check_faults(params, parsed_faults)
     except ValueError as exc:
         raise UsageError(str(exc), getattr(exc, "field", None)) from None
     if hardware:
@@ -182,7 +180,7 @@ def run(
         faults=parsed_faults,
         stream=stream,
     )
-    policy = lesson.restart_policy(params) if lesson.restart_policy else None
+    policy = lesson.restart_policy(params)
     if policy is not None:  # restart like torchrun
         # Imported when a lesson restarts: it brings numpy and safetensors, which the
         # app's first paint does without.
@@ -221,5 +219,5 @@ def finish(lesson: Lesson, params: Params, model: CostModel, result: LaunchResul
         metrics,
         result.backend,
         str(result.run_dir),
-        curves_of(lesson, params),
+        lesson.curves(params),
     )

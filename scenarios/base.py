@@ -5,18 +5,20 @@ DESIGN.md's "lesson contract". A lesson is a package under scenarios/ whose
 
 1. its params, a frozen dataclass (scenarios.params), and its rank result
    record (a dataclass the rank code returns, sent back as JSON);
-2. its narrative, bilingual steps shown when the time cursor is in one of
-   their phases;
+2. its texts: title, summary, the help of each param and the narrative, bilingual
+   steps shown when the time cursor is in one of their phases, all read from
+   the package's texts.toml (scenarios.texts);
 3. `build(params) -> Program`, the Actions each rank runs (runtime.program);
 4. `metrics(params, predicted, run) -> list[Metric]` (scenarios.metrics);
 
 and ends with a `Lesson` that names them, with the rank entry
 ("scenarios.<lesson>.rank:run_rank", a torch module the UI never imports).
 
-Optional hooks: `estimate` (the cost model's compute costs before any run has
-measured them), `check_faults` (which --fault specs the lesson can honour),
-`restart_policy` (restart like torchrun after a failure) and `curves` (figures
-drawn beside the timeline, such as overhead versus checkpoint interval). After a run the
+Optional `Hooks`: `estimate` (the cost model's compute costs before any run
+has measured them), `check_faults` (which --fault specs the lesson can
+honour), `restart_policy` (restart like torchrun after a failure) and `curves`
+(figures drawn beside the timeline, such as overhead versus checkpoint
+interval). After a run the
 prediction is refined one way for every lesson (runtime.costmodel.refine)
 from what the ranks measured (`RankResult.compute_costs`, `p2p`).
 
@@ -36,6 +38,7 @@ from runtime.restart import RestartPolicy, RestartReport
 from runtime.trace import Timeline
 from scenarios.metrics import Curve, Metric
 from scenarios.params import Mode, ParamError, Params, shown
+from scenarios.texts import NarrativeStep, Texts
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,17 +66,15 @@ class RunData(Generic[R]):
     restarts: RestartReport | None = None  # the supervisor's account, when it restarted
 
 
-@dataclass(frozen=True)
-class NarrativeStep:
-    """One step of the lesson, shown when the cursor is in one of its phases; `metric`
-    names the Metric whose value it quotes (of the series under the cursor)."""
-
-    id: str
-    title: dict[str, str]
-    body: dict[str, str]
-    formula: str = ""
-    metric: str | None = None
-    phases: tuple[str, ...] = ()
+__all__ = [
+    "Hooks",
+    "Lesson",
+    "LessonInfo",
+    "NarrativeStep",
+    "RankResult",
+    "RunData",
+    "parse_param_args",
+]
 
 
 @dataclass(frozen=True)
@@ -104,24 +105,50 @@ def parse_param_args(pairs: list[str]) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class Hooks(Generic[P]):
+    """What a lesson may add to the contract; the defaults do nothing special."""
+
+    # The cost model's compute costs before any run has measured them.
+    estimate: Callable[[P, CostModel], CostModel] | None = None
+    # What a real run measures, said in the refined profile's `source`.
+    refined: str = "compute costs"
+    # Which --fault specs the lesson can honour (ValueError/ParamError naming why).
+    check_faults: Callable[[P, list[Fault]], None] = only_timed_faults
+    # Restart like torchrun after a failure (None: a failure ends the run).
+    restart_policy: Callable[[P], RestartPolicy | None] | None = None
+    # Figures drawn beside the timeline.
+    curves: Callable[[P], list[Curve]] | None = None
+
+
+@dataclass(frozen=True)
 class Lesson(Generic[P, R]):
     """A lesson, as its package declares it; the registry lists them."""
 
     name: str
     number: int
-    title: dict[str, str]
-    summary: dict[str, str]
+    texts: Texts
     params: type[P]
     result: type[R]
-    narrative: tuple[NarrativeStep, ...]
     build: Callable[[P], Program]
     metrics: Callable[[P, Timeline, RunData[R] | None], list[Metric]]
-    rank_entry: str
-    estimate: Callable[[P, CostModel], CostModel] | None = None
-    refined: str = "compute costs"  # what a run measures, said in the profile's source
-    check_faults: Callable[[P, list[Fault]], None] = only_timed_faults
-    restart_policy: Callable[[P], RestartPolicy | None] | None = None
-    curves: Callable[[P], list[Curve]] | None = None  # figures beside the timeline
+    rank_entry: str  # "scenarios.<lesson>.rank:run_rank"
+    hooks: Hooks[P] = Hooks()
+
+    @property
+    def title(self) -> dict[str, str]:
+        return self.texts.title
+
+    @property
+    def summary(self) -> dict[str, str]:
+        return self.texts.summary
+
+    @property
+    def narrative(self) -> tuple[NarrativeStep, ...]:
+        return self.texts.narrative
+
+    def help(self, name: str) -> dict[str, str]:
+        """The help of parameter `name`, in each language."""
+        return self.texts.help[name]
 
     @property
     def info(self) -> LessonInfo:
@@ -136,16 +163,24 @@ class Lesson(Generic[P, R]):
     ) -> CostModel:
         """The cost model to simulate with: the lesson's estimate before a run, refined
         with what the ranks measured after it."""
-        if self.estimate is not None:
-            model = self.estimate(params, model)
+        if self.hooks.estimate is not None:
+            model = self.hooks.estimate(params, model)
         if results:
             model = refine(
                 model,
                 [r.compute_costs for r in results],
                 p2p=[sample for r in results for sample in r.p2p],
-                what=self.refined,
+                what=self.hooks.refined,
             )
         return model
+
+    def restart_policy(self, params: P) -> RestartPolicy | None:
+        hook = self.hooks.restart_policy
+        return hook(params) if hook is not None else None
+
+    def curves(self, params: P) -> list[Curve]:
+        hook = self.hooks.curves
+        return hook(params) if hook is not None else []
 
     def step_for_phase(self, phase: str | None) -> NarrativeStep | None:
         for step in self.narrative:

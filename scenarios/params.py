@@ -2,11 +2,12 @@
 
 The first part of DESIGN.md's lesson contract. Each lesson declares its
 parameters as a `Params` subclass whose fields carry, through `field` metadata,
-a `Knob`: the kind (integer, size with units, duration, choice…), the bounds of
-a real run and of `predict`, and the help in Spanish and English. The CLI, the
-app's form, torchrun and the ranks all receive the same typed object; the
-values cross process boundaries as that object (spawn) or as its `to_dict()`
-(JSON), which `parse` reads back with the same checks.
+a `Knob`: the kind (integer, size with units, duration, choice…) and the bounds
+of a real run and of `predict` (the help a learner reads, in Spanish and
+English, is in the lesson's texts.toml: scenarios.texts). The CLI, the app's
+form, torchrun and the ranks all receive the same typed object; the values
+cross process boundaries as that object (spawn) or as its `to_dict()` (JSON),
+which `parse` reads back with the same checks.
 
 A field whose default is itself a `Params` (the MiniGPT's shape, scenarios
 /shape.py) is a group: its knobs are typed at top level (`-p hidden=128`) and
@@ -60,10 +61,9 @@ def _number(value: float) -> str:
 
 @dataclass(frozen=True)
 class Knob:
-    """How one field is typed, bounded and explained."""
+    """How one field is typed and bounded."""
 
     kind: Kind
-    help: dict[str, str]
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     maximum: float | None = None  # on a real run (what this machine runs in a lesson's time)
@@ -160,56 +160,50 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _knob(kind: Kind, default: Any, es: str, en: str, **bounds: Any) -> Any:
-    return field(default=default, metadata={KNOB: Knob(kind, {"es": es, "en": en}, **bounds)})
+def _knob(kind: Kind, default: Any, **bounds: Any) -> Any:
+    return field(default=default, metadata={KNOB: Knob(kind, **bounds)})
 
 
-def integer(
-    default: int,
-    es: str,
-    en: str,
-    minimum: int | None = None,
-    maximum: int | None = None,
-    predict_maximum: int | None = None,
-) -> Any:
-    """An integer field: the common case, with its help in both languages."""
-    return _knob(
-        "int", default, es, en, minimum=minimum, maximum=maximum, predict_maximum=predict_maximum
-    )
+def _legacy(args: tuple) -> tuple:
+    """TEMPORARY while failure-resume moves its help to texts.toml: drop (es, en)."""
+    return args[2:] if len(args) >= 2 and all(isinstance(a, str) for a in args[:2]) else args
+
+
+def integer(default: int, *args: Any) -> Any:
+    """An integer field: (minimum, maximum, predict_maximum); `maximum` bounds a real run,
+    `predict_maximum` (if larger) predict."""
+    minimum, maximum, predict_maximum = (*_legacy(args), None, None, None)[:3]
+    return _knob("int", default, minimum=minimum, maximum=maximum, predict_maximum=predict_maximum)
 
 
 def size(
-    default: int,
-    es: str,
-    en: str,
-    minimum: int = 0,
-    maximum: int | None = None,
-    predict_maximum: int | None = None,
+    default: int, minimum: int = 0, maximum: int | None = None, predict_maximum: int | None = None
 ) -> Any:
     """A size in bytes, typed with or without units (4096, 64KiB, 4MiB, 80GB)."""
     return _knob(
-        "bytes", default, es, en, minimum=minimum, maximum=maximum, predict_maximum=predict_maximum
+        "bytes", default, minimum=minimum, maximum=maximum, predict_maximum=predict_maximum
     )
 
 
-def duration(default: float, es: str, en: str, minimum: float | None = None) -> Any:
-    """A duration in seconds, typed with units (0.5s, 90s, 19min, 3h)."""
-    return _knob("duration", default, es, en, minimum=minimum)
+def duration(default: float, *args: Any) -> Any:
+    """A duration in seconds, typed with units (0.5s, 90s, 19min, 3h): (minimum,)."""
+    minimum = (*_legacy(args), None)[0]
+    return _knob("duration", default, minimum=minimum)
 
 
-def choice(default: str, options: Iterable[str], es: str, en: str) -> Any:
+def choice(default: str, options: Iterable[str], *_help: str) -> Any:
     """One of a few names."""
-    return _knob("choice", default, es, en, choices=tuple(options))
+    return _knob("choice", default, choices=tuple(options))
 
 
-def choices(default: tuple[str, ...], options: Iterable[str], es: str, en: str) -> Any:
+def choices(default: tuple[str, ...], options: Iterable[str], *_help: str) -> Any:
     """One or several of a few names, typed as a comma list (each once)."""
-    return _knob("choices", default, es, en, choices=tuple(options))
+    return _knob("choices", default, choices=tuple(options))
 
 
-def count(default: int | str, es: str, en: str) -> Any:
+def count(default: int | str, *_help: str) -> Any:
     """A count such as a model's parameters: 7e9, 7B, 70B, 125M, or `auto`."""
-    return _knob("count", default, es, en)
+    return _knob("count", default)
 
 
 @dataclass(frozen=True)

@@ -31,11 +31,11 @@ CPU_FLOPS_PER_S = 2e9
 
 @dataclass(frozen=True)
 class GPTShape(Params):
-    layers: int = integer(2, "capas del MiniGPT", "MiniGPT layers", 1, 64, 4096)
-    hidden: int = integer(32, "dimensión oculta", "hidden size", 8, 512, 1 << 17)
-    heads: int = integer(4, "cabezas de atención", "attention heads", 1, 32, 1024)
-    seq: int = integer(16, "longitud de secuencia", "sequence length", 4, 256, 1 << 20)
-    vocab: int = integer(64, "tamaño del vocabulario", "vocabulary size", 8, 1024, 1 << 20)
+    layers: int = integer(2, 1, 64, 4096)
+    hidden: int = integer(32, 8, 512, 1 << 17)
+    heads: int = integer(4, 1, 32, 1024)
+    seq: int = integer(16, 4, 256, 1 << 20)
+    vocab: int = integer(64, 8, 1024, 1 << 20)
 
     def check(self, mode: Mode) -> None:
         if self.hidden % self.heads:

@@ -75,9 +75,9 @@ async def test_enter_opens_the_lesson_with_its_params_and_escape_goes_back() -> 
         assert app.screen.title == f"Lesson 1 · {lesson.title['en']}"
         typed = lesson.params().typed()  # the defaults, as the learner would type them
         knobs = lesson.params.knobs()
-        for name, knob in knobs:  # one field per declared knob, its help as tooltip
+        for name, _ in knobs:  # one field per declared knob, its help as tooltip
             field = app.screen.query_one(f"#param-{name}")
-            assert field.tooltip == knob.help["en"]
+            assert field.tooltip == lesson.help(name)["en"]
             assert str(getattr(field, "value", "")) == typed[name]
         assert typed["size"] == "4MiB"
         # the plan is predicted at once and the narrative starts at its first step
@@ -85,8 +85,8 @@ async def test_enter_opens_the_lesson_with_its_params_and_escape_goes_back() -> 
         assert "time_s" in text(app, "#metrics") and "predicted" in text(app, "#metrics")
 
         await pilot.press("l")  # the open screen follows the language too
-        name, knob = knobs[0]
-        assert app.screen.query_one(f"#param-{name}").tooltip == knob.help["es"]
+        name, _ = knobs[0]
+        assert app.screen.query_one(f"#param-{name}").tooltip == lesson.help(name)["es"]
         assert app.screen.active_bindings["escape"].binding.description == "Volver / cancelar"
 
         await pilot.press("escape")

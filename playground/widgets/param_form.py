@@ -82,8 +82,8 @@ class ParamForm(VerticalScroll):
         return out
 
     def set_help(self, language: str) -> None:
-        for name, knob in self.knobs:
-            self.query_one(f"#param-{name}").tooltip = knob.help[language]
+        for name, _ in self.knobs:
+            self.query_one(f"#param-{name}").tooltip = self.lesson.help(name)[language]
 
     def validate_form(self, mode: Mode = "predict") -> Params | None:
         """Parse the form; show the error under the field it names. The params, or None."""

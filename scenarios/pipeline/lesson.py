@@ -1,7 +1,7 @@
 """Lesson 5: pipeline schedules — where the bubble comes from and what each schedule buys.
 
-The `pipeline` lesson, top to bottom: its params, its narrative
-(scenarios.pipeline.narrative), its Program, its metrics. MiniGPT
+The `pipeline` lesson, top to bottom: its params, its narrative (with every
+text a learner reads, in texts.toml), its Program, its metrics. MiniGPT
 (runtime.models) is cut into p·v contiguous stages; each schedule of the
 `schedule` list (scenarios.pipeline.schedules) runs one training step of m
 microbatches on the real ranks, one schedule after the other, each after a
@@ -29,13 +29,13 @@ from runtime import formulas
 from runtime.costmodel import CostModel
 from runtime.program import Action, Program
 from runtime.trace import Span, Timeline, makespan
-from scenarios.base import Lesson, RankResult, RunData
+from scenarios.base import Hooks, Lesson, RankResult, RunData
 from scenarios.metrics import Metric
 from scenarios.params import Mode, ParamError, Params, choices, integer
 from scenarios.pipeline import schedules
-from scenarios.pipeline.narrative import NARRATIVE
 from scenarios.pipeline.schedules import SCHEDULES, Shape, cost_key, inflight_profile
 from scenarios.shape import CPU_FLOPS_PER_S, FP32, GPTShape
+from scenarios.texts import load_texts
 
 MAX_RUN_PARAMETERS = 2_000_000
 COMPUTE_KINDS = ("F", "B", "W")
@@ -46,29 +46,12 @@ COMPUTE_KINDS = ("F", "B", "W")
 class PipelineParams(Params):
     ranks_field: ClassVar[str] = "stages"
 
-    schedule: tuple[str, ...] = choices(
-        ("gpipe", "1f1b"),
-        SCHEDULES,
-        "planificación, o una lista separada por comas para compararlas",
-        "schedule, or a comma list to compare them",
-    )
-    stages: int = integer(
-        4, "etapas del pipeline (rangos), p", "pipeline stages (ranks), p", 2, 8, 64
-    )
-    microbatches: int = integer(
-        8, "microlotes por paso, m", "microbatches per step, m", 1, schedules.MAX_MICROBATCHES
-    )
-    chunks: int = integer(
-        2,
-        "trozos del modelo por rango en el intercalado, v",
-        "model chunks per rank for interleaved, v",
-        1,
-        8,
-    )
+    schedule: tuple[str, ...] = choices(("gpipe", "1f1b"), SCHEDULES)
+    stages: int = integer(4, 2, 8, 64)
+    microbatches: int = integer(8, 1, schedules.MAX_MICROBATCHES)
+    chunks: int = integer(2, 1, 8)
     model: GPTShape = GPTShape(layers=8, hidden=64, heads=4, seq=64, vocab=64)
-    microbatch_size: int = integer(
-        32, "secuencias por microlote", "sequences per microbatch", 1, 64, 4096
-    )
+    microbatch_size: int = integer(32, 1, 64, 4096)
 
     def check(self, mode: Mode) -> None:
         for schedule in self.schedule:
@@ -124,6 +107,10 @@ class PipelineResult(RankResult):
 
     activations: list[StageActivations]
     schedules: dict[str, ScheduleRun]
+
+
+# -- narrative: the steps, title, summary and params' help, in Spanish and English --
+TEXTS = load_texts(__package__)  # scenarios/pipeline/texts.toml
 
 
 # -- program --------------------------------------------------------------------------------
@@ -264,20 +251,15 @@ def _bubble(spans: list[Span], ranks: int) -> float:
     return 1.0 - statistics.fmean(busy) / total
 
 
+RANK_ENTRY = "scenarios.pipeline.rank:run_rank"  # what each rank runs (torch: never imported here)
 LESSON = Lesson(
-    name="pipeline",
-    number=5,
-    title={"es": "Planificaciones de pipeline", "en": "Pipeline schedules"},
-    summary={
-        "es": "GPipe, 1F1B, intercalado y zero-bubble: de dónde sale la burbuja y cuánta memoria cuesta.",
-        "en": "GPipe, 1F1B, interleaved and zero-bubble: where the bubble comes from and what memory it costs.",
-    },
-    params=PipelineParams,
-    result=PipelineResult,
-    narrative=NARRATIVE,
-    build=build,
-    metrics=metrics,
-    rank_entry="scenarios.pipeline.rank:run_rank",
-    estimate=estimate,
-    refined="stage costs and p2p latency",
+    "pipeline",
+    5,
+    TEXTS,
+    PipelineParams,
+    PipelineResult,
+    build,
+    metrics,
+    RANK_ENTRY,
+    Hooks(estimate, "stage costs and p2p latency"),
 )

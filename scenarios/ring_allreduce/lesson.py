@@ -1,6 +1,6 @@
 """Lesson 1: data parallelism needs an all-reduce, and the ring does it in 2(n-1) steps.
 
-The `ring-allreduce` lesson, top to bottom: its params, its narrative, its
+The `ring-allreduce` lesson, top to bottom: its params, its narrative (with every text a learner reads, in texts.toml), its
 Program, its metrics. Each timed iteration starts with a barrier (so all ranks
 start together) and then runs the chosen algorithm on a buffer of `size` bytes
 per rank:
@@ -28,9 +28,10 @@ from dataclasses import dataclass, replace
 from runtime import collectives, formulas
 from runtime.program import Action, Program
 from runtime.trace import Timeline
-from scenarios.base import Lesson, NarrativeStep, RankResult, RunData
+from scenarios.base import Lesson, RankResult, RunData
 from scenarios.metrics import Metric
 from scenarios.params import Mode, ParamError, Params, choice, integer, size
+from scenarios.texts import load_texts
 
 DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 # Above this many ranks `predict` costs each rank's whole all-reduce as one action
@@ -43,28 +44,11 @@ REFERENCE = "reference"
 # -- parameters -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RingParams(Params):
-    ranks: int = integer(
-        4, "número de rangos (procesos)", "number of ranks (processes)", 2, 16, 4096
-    )
-    size: int = size(
-        4 * 2**20,
-        "bytes del búfer de cada rango",
-        "bytes of each rank's buffer",
-        1,
-        256 * 2**20,
-        2**40,
-    )
-    algorithm: str = choice(
-        "ring", ("ring", "tree", "builtin"), "algoritmo del all-reduce", "all-reduce algorithm"
-    )
-    dtype: str = choice("float32", tuple(DTYPE_BYTES), "tipo de dato", "data type")
-    repeat: int = integer(
-        3,
-        "iteraciones medidas (se informa la mediana)",
-        "timed iterations (the median is reported)",
-        1,
-        50,
-    )
+    ranks: int = integer(4, 2, 16, 4096)
+    size: int = size(4 * 2**20, 1, 256 * 2**20, 2**40)
+    algorithm: str = choice("ring", ("ring", "tree", "builtin"))
+    dtype: str = choice("float32", tuple(DTYPE_BYTES))
+    repeat: int = integer(3, 1, 50)
 
     def check(self, mode: Mode) -> None:
         if self.size % self.itemsize:
@@ -98,68 +82,8 @@ class RingResult(RankResult):
     equals_builtin: bool
 
 
-# -- narrative ----------------------------------------------------------------------------
-NARRATIVE = (
-    NarrativeStep(
-        "ddp-needs",
-        {"es": "Qué necesita DDP", "en": "What DDP needs"},
-        {
-            "es": "En paralelismo de datos cada rango calcula gradientes con su parte del lote. Antes del "
-            "paso del optimizador todos necesitan la suma de los gradientes de todos: un all-reduce. "
-            "Una barrera alinea a los rangos al empezar cada iteración.",
-            "en": "In data parallelism each rank computes gradients on its share of the batch. Before the "
-            "optimizer step every rank needs the sum of everyone's gradients: an all-reduce. A barrier "
-            "lines the ranks up at the start of each iteration.",
-        },
-        formula="grad = Σ_r grad_r   (all-reduce, op = SUM)",
-        phases=("start",),
-    ),
-    NarrativeStep(
-        "reduce-scatter",
-        {"es": "Fase 1: reduce-scatter", "en": "Phase 1: reduce-scatter"},
-        {
-            "es": "El búfer se parte en n trozos. En cada uno de los n−1 pasos, cada rango envía un trozo "
-            "a su vecino de la derecha y suma el que recibe de la izquierda. Al final, el rango i tiene "
-            "el trozo i completamente sumado.",
-            "en": "The buffer is cut into n chunks. In each of the n−1 steps every rank sends one chunk "
-            "to its right neighbour and adds the one it receives from the left. At the end rank i holds "
-            "chunk i fully summed.",
-        },
-        formula="T_RS = (n−1)·α + S·(n−1)/n·(β+γ)",
-        metric="time_s",
-        phases=("reduce-scatter", "reduce"),
-    ),
-    NarrativeStep(
-        "all-gather",
-        {"es": "Fase 2: all-gather", "en": "Phase 2: all-gather"},
-        {
-            "es": "Otros n−1 pasos: cada rango reenvía el último trozo completo que tiene, sin sumar, hasta "
-            "que todos tienen todos los trozos. Cada rango envía en total 2·S·(n−1)/n bytes, casi "
-            "independiente de n: por eso el anillo escala.",
-            "en": "Another n−1 steps: each rank forwards the latest complete chunk it holds, without "
-            "adding, until everyone has every chunk. Each rank sends 2·S·(n−1)/n bytes in all, nearly "
-            "independent of n: that is why the ring scales.",
-        },
-        formula="T_AG = (n−1)·α + S·(n−1)/n·β ;  bytes/rank = 2·S·(n−1)/n",
-        metric="bytes_sent_per_rank",
-        phases=("all-gather", "broadcast"),
-    ),
-    NarrativeStep(
-        "cost",
-        {"es": "El coste y el ancho de banda de bus", "en": "The cost and the bus bandwidth"},
-        {
-            "es": "Sumando las dos fases: 2(n−1) latencias α, 2S(n−1)/n bytes por el enlace y S(n−1)/n "
-            "bytes reducidos. nccl-tests define busbw = (S/t)·2(n−1)/n, comparable con el ancho de banda "
-            "del enlace para cualquier n. Compárelo con el all_reduce de torch medido en la misma ejecución.",
-            "en": "Adding both phases: 2(n−1) latencies α, 2S(n−1)/n bytes over the link and S(n−1)/n "
-            "bytes reduced. nccl-tests defines busbw = (S/t)·2(n−1)/n, comparable with the link's "
-            "bandwidth for any n. Compare it with torch's all_reduce measured in the same run.",
-        },
-        formula="T = 2(n−1)·α + 2S(n−1)/n·β + S(n−1)/n·γ ;  busbw = S/t · 2(n−1)/n",
-        metric="busbw_vs_builtin",
-        phases=("all-reduce", "reference"),
-    ),
-)
+# -- narrative: the steps, title, summary and params' help, in Spanish and English --
+TEXTS = load_texts(__package__)  # scenarios/ring_allreduce/texts.toml
 
 
 # -- program ------------------------------------------------------------------------------
@@ -315,21 +239,7 @@ def expected_bytes(params: RingParams, program: Program | None) -> float | list[
     return per_rank
 
 
-LESSON = Lesson(
-    name="ring-allreduce",
-    number=1,
-    title={
-        "es": "Paralelismo de datos y all-reduce en anillo",
-        "en": "Data parallelism and ring all-reduce",
-    },
-    summary={
-        "es": "Cada rango suma sus gradientes con los de todos: reduce-scatter + all-gather en un anillo.",
-        "en": "Every rank sums its gradients with everyone's: reduce-scatter + all-gather around a ring.",
-    },
-    params=RingParams,
-    result=RingResult,
-    narrative=NARRATIVE,
-    build=build,
-    metrics=metrics,
-    rank_entry="scenarios.ring_allreduce.rank:run_rank",
+RANK_ENTRY = (
+    "scenarios.ring_allreduce.rank:run_rank"  # what each rank runs (torch: never imported here)
 )
+LESSON = Lesson("ring-allreduce", 1, TEXTS, RingParams, RingResult, build, metrics, RANK_ENTRY)

@@ -1,6 +1,6 @@
 """Lesson 2: ZeRO and FSDP — where the memory of training goes, and what each stage removes.
 
-The `zero` lesson, top to bottom: its params, its narrative, its Program, its
+The `zero` lesson, top to bottom: its params, its narrative (with every text a learner reads, in texts.toml), its Program, its
 metrics. MiniGPT (runtime.models) is trained for `steps` Adam steps by each
 stage of the `stage` list, one after the other on the same ranks, each from
 the same initial weights and on the same global batches (`microbatch`
@@ -37,12 +37,12 @@ from runtime import formulas
 from runtime.costmodel import CostModel
 from runtime.program import Action, Program, barriers
 from runtime.trace import Timeline, makespan
-from scenarios.base import Lesson, RunData
+from scenarios.base import Hooks, Lesson, RunData
 from scenarios.metrics import Metric
 from scenarios.params import Mode, ParamError, Params, choice, choices, count, integer, size
 from scenarios.shape import CPU_FLOPS_PER_S, FP32, GPTShape
+from scenarios.texts import load_texts
 from scenarios.zero import memory
-from scenarios.zero.narrative import NARRATIVE
 from scenarios.zero.results import ZeroResult
 
 STAGES = ("ddp", "zero1", "zero2", "zero3", "fsdp2")
@@ -57,47 +57,15 @@ COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 class ZeroParams(Params):
     aliases = {"dp": "ranks"}  # the ZeRO paper's N_d
 
-    stage: tuple[str, ...] = choices(
-        STAGES,
-        STAGES,
-        "etapa (ddp, zero1, zero2, zero3, fsdp2), o una lista separada por comas",
-        "stage (ddp, zero1, zero2, zero3, fsdp2), or a comma list",
-    )
-    ranks: int = integer(
-        4,
-        "rangos de datos paralelos, N_d (alias: dp)",
-        "data-parallel ranks, N_d (alias: dp)",
-        2,
-        8,
-        1 << 20,
-    )
-    params: int | str = count(
-        "auto",
-        "parámetros del modelo Ψ (7e9, 7B, 70B) o auto: los del MiniGPT",
-        "model parameters Ψ (7e9, 7B, 70B) or auto: the MiniGPT's",
-    )
-    precision: str = choice(
-        "fp32",
-        ("fp32", "mixed"),
-        "fp32 (la ejecución real) o mixed: fp16 + Adam fp32, K = 12 (predicción)",
-        "fp32 (the real run) or mixed: fp16 + fp32 Adam, K = 12 (prediction)",
-    )
-    gpu_memory: int = size(
-        0,
-        "memoria de una GPU (p. ej. 80GB): qué etapas caben; 0 = no comprobar",
-        "one GPU's memory (e.g. 80GB): which stages fit; 0 = do not check",
-    )
-    activations: str = choice(
-        "auto",
-        ("auto", "on", "off"),
-        "contar activaciones: auto (si la forma describe el modelo), on, off",
-        "count activations: auto (when the shape describes the model), on, off",
-    )
-    steps: int = integer(2, "pasos de Adam", "Adam steps", 1, 5)
+    stage: tuple[str, ...] = choices(STAGES, STAGES)
+    ranks: int = integer(4, 2, 8, 1 << 20)
+    params: int | str = count("auto")
+    precision: str = choice("fp32", ("fp32", "mixed"))
+    gpu_memory: int = size(0)
+    activations: str = choice("auto", ("auto", "on", "off"))
+    steps: int = integer(2, 1, 5)
     model: GPTShape = GPTShape(layers=2, hidden=32, heads=4, seq=16, vocab=64)
-    microbatch: int = integer(
-        4, "secuencias por rango y paso", "sequences per rank per step", 1, 32, 1 << 16
-    )
+    microbatch: int = integer(4, 1, 32, 1 << 16)
 
     def check(self, mode: Mode) -> None:
         shape_count = self.model.parameters
@@ -148,7 +116,8 @@ class ZeroParams(Params):
 
 # -- rank result: ZeroResult (per stage: peak bytes by category, bytes sent, the
 #    parameters' distance to DDP's, losses), in scenarios/zero/results.py.
-# -- narrative: NARRATIVE, one bilingual step per stage, in scenarios/zero/narrative.py.
+# -- narrative: the steps, title, summary and params' help, in Spanish and English --
+TEXTS = load_texts(__package__)  # scenarios/zero/texts.toml
 
 
 # -- program ------------------------------------------------------------------------------
@@ -277,20 +246,15 @@ def metrics(
     return out
 
 
+RANK_ENTRY = "scenarios.zero.rank:run_rank"  # what each rank runs (torch: never imported here)
 LESSON = Lesson(
-    name="zero",
-    number=2,
-    title={"es": "ZeRO y FSDP", "en": "ZeRO and FSDP"},
-    summary={
-        "es": "Dónde va la memoria del entrenamiento y qué quita cada etapa de ZeRO, medido en cada rango.",
-        "en": "Where training memory goes and what each ZeRO stage removes, measured on every rank.",
-    },
-    params=ZeroParams,
-    result=ZeroResult,
-    narrative=NARRATIVE,
-    build=build,
-    metrics=metrics,
-    rank_entry="scenarios.zero.rank:run_rank",
-    estimate=estimate,
-    refined="unit costs",
+    "zero",
+    2,
+    TEXTS,
+    ZeroParams,
+    ZeroResult,
+    build,
+    metrics,
+    RANK_ENTRY,
+    Hooks(estimate, "unit costs"),
 )
