@@ -29,7 +29,7 @@ class ParamForm(VerticalScroll):
     DEFAULT_CSS = """
     ParamForm { height: auto; max-height: 100%; }
     ParamForm .param { height: 1; }
-    ParamForm .param Label { width: 15; color: $text-muted; }
+    ParamForm .param Label { width: 16; color: $text-muted; }
     ParamForm .param Input { border: none; height: 1; padding: 0; width: 1fr; }
     ParamForm .param Select { width: 1fr; height: 1; }
     ParamForm .param SelectCurrent { border: none; height: 1; padding: 0; }
