@@ -5,7 +5,8 @@ sequence length and vocabulary are declared once, with one set of bounds and
 one rule (hidden a multiple of heads); a lesson puts a `GPTShape` with its own
 defaults in its params (`model: GPTShape = GPTShape(layers=8, hidden=64)`),
 its knobs are typed at top level (`-p hidden=128`), and the rank code builds
-the model from it (`runtime.models.GPTConfig.from_shape`).
+the model from it (`runtime.models.GPTConfig.from_shape`). The lesson also
+says, with `run_limit`, how large a model it trains for real.
 
 The bounds of a real run are generous on purpose: what bounds a real run is
 the parameter count (`check_run_size`), which is what the time and memory of a
@@ -36,12 +37,16 @@ class GPTShape(Params):
     heads: int = integer(4, 1, 32, 1024)
     seq: int = integer(16, 4, 256, 1 << 20)
     vocab: int = integer(64, 8, 1024, 1 << 20)
+    # Not a knob: the most parameters a lesson trains for real here (None: no limit).
+    run_limit: int | None = None
 
     def check(self, mode: Mode) -> None:
         if self.hidden % self.heads:
             raise ParamError(
                 "hidden", f"hidden={self.hidden}: must be a multiple of heads={self.heads}"
             )
+        if mode == "run" and self.run_limit is not None:
+            self.check_run_size(self.run_limit)
 
     @property
     def parameters(self) -> int:

@@ -50,7 +50,9 @@ class PipelineParams(Params):
     stages: int = integer(4, 2, 8, 64)
     microbatches: int = integer(8, 1, schedules.MAX_MICROBATCHES)
     chunks: int = integer(2, 1, 8)
-    model: GPTShape = GPTShape(layers=8, hidden=64, heads=4, seq=64, vocab=64)
+    model: GPTShape = GPTShape(
+        layers=8, hidden=64, heads=4, seq=64, vocab=64, run_limit=MAX_RUN_PARAMETERS
+    )
     microbatch_size: int = integer(32, 1, 64, 4096)
 
     def check(self, mode: Mode) -> None:
@@ -64,8 +66,6 @@ class PipelineParams(Params):
                     f"{shape.virtual_stages} stages (stages x chunks), so it needs at least "
                     "that many layers",
                 )
-        if mode == "run":
-            self.model.check_run_size(MAX_RUN_PARAMETERS)
 
     @property
     def activation_bytes(self) -> int:
@@ -252,14 +252,7 @@ def _bubble(spans: list[Span], ranks: int) -> float:
 
 
 RANK_ENTRY = "scenarios.pipeline.rank:run_rank"  # what each rank runs (torch: never imported here)
+HOOKS = Hooks(estimate, "stage costs and p2p latency")
 LESSON = Lesson(
-    "pipeline",
-    5,
-    TEXTS,
-    PipelineParams,
-    PipelineResult,
-    build,
-    metrics,
-    RANK_ENTRY,
-    Hooks(estimate, "stage costs and p2p latency"),
+    "pipeline", 5, TEXTS, PipelineParams, PipelineResult, build, metrics, RANK_ENTRY, HOOKS
 )

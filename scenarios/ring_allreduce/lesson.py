@@ -26,7 +26,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from runtime import collectives, formulas
-from runtime.program import Action, Program
+from runtime.program import Action, Program, barriers
 from runtime.trace import Timeline
 from scenarios.base import Lesson, RankResult, RunData
 from scenarios.metrics import Metric
@@ -94,25 +94,17 @@ def build(params: RingParams) -> Program:
     program = Program(n, name="ring-allreduce")
     for step in range(params.repeat):
         prefix = f"it{step}."
-        program.extend(_barriers(prefix, step, members, series=algorithm, phase="start"))
+        program.extend(
+            barriers(
+                f"{prefix}{algorithm}.barrier", members, series=algorithm, phase="start", step=step
+            )
+        )
         if not params.stepwise:
             # One action per rank, costed by the algorithm's formula.
             label = "all_reduce" if algorithm == "builtin" else f"{algorithm} all_reduce"
-            for rank in group:
-                program.add(
-                    Action(
-                        id=f"{prefix}allreduce@r{rank}",
-                        rank=rank,
-                        kind="all_reduce",
-                        label=label,
-                        bytes=params.size,
-                        group=members,
-                        algorithm=algorithm,
-                        series=algorithm,
-                        step=step,
-                        phase="all-reduce",
-                    )
-                )
+            program.extend(
+                _all_reduce(f"{prefix}allreduce", members, params.size, algorithm, label, step)
+            )
         else:
             if algorithm == "ring":
                 schedule = collectives.ring_all_reduce(
@@ -122,49 +114,39 @@ def build(params: RingParams) -> Program:
                 schedule = collectives.tree_all_reduce(group, params.size, prefix=prefix, step=step)
             for rank in group:
                 program.extend(replace(a, series=algorithm) for a in schedule[rank])
-        program.extend(_reference(prefix, step, members, params.size))
+        # torch's own all_reduce on the same data, after a barrier, in every iteration:
+        # measured side by side with the hand-made one, so drifts in the machine's load
+        # hit both alike (and the learner sees both on one timeline).
+        program.extend(
+            barriers(
+                f"{prefix}{REFERENCE}.barrier",
+                members,
+                series=REFERENCE,
+                phase=REFERENCE,
+                step=step,
+            )
+        )
+        reference = _all_reduce(
+            f"{prefix}{REFERENCE}.all_reduce",
+            members,
+            params.size,
+            REFERENCE,
+            "torch all_reduce",
+            step,
+        )
+        program.extend(reference)
     return program
 
 
-def _barriers(
-    prefix: str, step: int, members: tuple[int, ...], *, series: str, phase: str
+def _all_reduce(
+    name: str, members: tuple[int, ...], nbytes: int, series: str, label: str, step: int
 ) -> list[Action]:
-    return [
-        Action(
-            id=f"{prefix}{series}.barrier@r{rank}",
-            rank=rank,
-            kind="barrier",
-            label="barrier",
-            group=members,
-            series=series,
-            step=step,
-            phase=phase,
-        )
-        for rank in members
-    ]
-
-
-def _reference(prefix: str, step: int, members: tuple[int, ...], nbytes: int) -> list[Action]:
-    """torch's own all_reduce on the same data, after a barrier, in every iteration:
-    measured side by side with the hand-made one, so drifts in the machine's load
-    hit both alike (and the learner sees both on one timeline)."""
-    out = _barriers(prefix, step, members, series=REFERENCE, phase="reference")
-    for rank in members:
-        out.append(
-            Action(
-                id=f"{prefix}{REFERENCE}.all_reduce@r{rank}",
-                rank=rank,
-                kind="all_reduce",
-                label="torch all_reduce",
-                bytes=nbytes,
-                group=members,
-                algorithm="builtin",
-                series=REFERENCE,
-                step=step,
-                phase="reference",
-            )
-        )
-    return out
+    """One all_reduce action per rank, costed by its algorithm's formula."""
+    algorithm = series if series != REFERENCE else "builtin"
+    phase = "all-reduce" if series != REFERENCE else REFERENCE
+    template = Action("", 0, "all_reduce", label, bytes=nbytes, group=members, step=step)
+    template = replace(template, algorithm=algorithm, series=series, phase=phase)
+    return [replace(template, id=f"{name}@r{rank}", rank=rank) for rank in members]
 
 
 # -- metrics ------------------------------------------------------------------------------

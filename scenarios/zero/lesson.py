@@ -64,7 +64,9 @@ class ZeroParams(Params):
     gpu_memory: int = size(0)
     activations: str = choice("auto", ("auto", "on", "off"))
     steps: int = integer(2, 1, 5)
-    model: GPTShape = GPTShape(layers=2, hidden=32, heads=4, seq=16, vocab=64)
+    model: GPTShape = GPTShape(
+        layers=2, hidden=32, heads=4, seq=16, vocab=64, run_limit=MAX_RUN_PARAMETERS
+    )
     microbatch: int = integer(4, 1, 32, 1 << 16)
 
     def check(self, mode: Mode) -> None:
@@ -82,7 +84,6 @@ class ZeroParams(Params):
                     f"params={self.psi}: a real run trains the MiniGPT of the shape knobs "
                     f"({shape_count:,} parameters); other sizes are for predict",
                 )
-            self.model.check_run_size(MAX_RUN_PARAMETERS)
         if self.ranks > self.psi:
             raise ParamError(
                 "ranks",
@@ -247,14 +248,5 @@ def metrics(
 
 
 RANK_ENTRY = "scenarios.zero.rank:run_rank"  # what each rank runs (torch: never imported here)
-LESSON = Lesson(
-    "zero",
-    2,
-    TEXTS,
-    ZeroParams,
-    ZeroResult,
-    build,
-    metrics,
-    RANK_ENTRY,
-    Hooks(estimate, "unit costs"),
-)
+HOOKS = Hooks(estimate, "unit costs")
+LESSON = Lesson("zero", 2, TEXTS, ZeroParams, ZeroResult, build, metrics, RANK_ENTRY, HOOKS)
