@@ -8,8 +8,10 @@ medians, and whether every run ended bitwise equal to the uninterrupted one.
 Also a 4 -> 2 ranks resume, DDP and ZeRO-1.
 
 Second table: for a range of MTBF and checkpoint costs, Young's and Daly's
-intervals beside the optimum of the Monte-Carlo (runtime.checkpoint_interval),
-and how long `predict failure-resume` takes.
+intervals beside the optimum of the Monte-Carlo (scenarios.failure_resume
+.interval), and how long `predict failure-resume` takes.
+
+Both read the lesson's typed metrics (scenarios.metrics.Metric) by name.
 
     python benchmarks/failure_resume.py [--runs 3]
 
@@ -28,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playground import session  # noqa: E402
 from runtime.units import format_seconds  # noqa: E402
+from scenarios.metrics import Metric  # noqa: E402
 
 BASE = {"ranks": "4", "steps": "30", "checkpoint_every": "5"}
 CASES: list[tuple[str, dict[str, str], list[str]]] = [
@@ -48,6 +51,11 @@ INTERVALS = [
 ]
 
 
+def values(metrics: list[Metric]) -> dict[str, object]:
+    """name -> value of one run's typed metrics (each name is used once by the lesson)."""
+    return {metric.name: metric.value for metric in metrics}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -61,7 +69,7 @@ def main() -> None:
     print("-" * len(header))
     for name, extra, faults in CASES:
         runs = [
-            session.run("failure-resume", {**BASE, **extra}, faults=faults).metrics
+            values(session.run("failure-resume", {**BASE, **extra}, faults=faults).metrics)
             for _ in range(args.runs)
         ]
         med = lambda key, runs=runs: statistics.median(r[key] for r in runs)  # noqa: E731
@@ -78,7 +86,7 @@ def main() -> None:
     print("-" * len(header))
     for mtbf, cost in INTERVALS:
         started = time.perf_counter()
-        m = session.predict("failure-resume", {"mtbf": mtbf, "save_cost": cost}).metrics
+        m = values(session.predict("failure-resume", {"mtbf": mtbf, "save_cost": cost}).metrics)
         took = time.perf_counter() - started
         print(
             f"{mtbf:>6} {cost:>5} {m['young_interval_s']:>8.1f}s {m['daly_interval_s']:>8.1f}s"

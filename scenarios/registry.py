@@ -14,11 +14,14 @@ Imports: lesson definitions only (no torch).
 from __future__ import annotations
 
 from scenarios.base import Lesson, LessonInfo
+from scenarios.failure_resume.lesson import LESSON as FAILURE_RESUME
 from scenarios.pipeline.lesson import LESSON as PIPELINE
 from scenarios.ring_allreduce.lesson import LESSON as RING_ALLREDUCE
 from scenarios.zero.lesson import LESSON as ZERO
 
-LESSONS: dict[str, Lesson] = {lesson.name: lesson for lesson in (RING_ALLREDUCE, ZERO, PIPELINE)}
+LESSONS: dict[str, Lesson] = {
+    lesson.name: lesson for lesson in (RING_ALLREDUCE, ZERO, PIPELINE, FAILURE_RESUME)
+}
 
 PLANNED = (
     LessonInfo(

@@ -1,11 +1,7 @@
-"""Rank side of lesson 3: data-parallel training that checkpoints, dies on cue, and resumes.
+"""The training mechanism of lesson 3: data-parallel MiniGPT whose bits do not depend
+on the number of ranks, and its exact, resumable state.
 
-Called inside each rank process by runtime.worker with a RankContext; the
-restart supervisor (runtime.supervise) passes `_supervisor` in the params:
-which attempt this is, where checkpoints live, which one to resume from, and
-the run's time origin, so that every attempt's spans share one clock.
-
-One training step (the Actions of scenarios.failure_resume.build):
+One training step (the Actions of scenarios.failure_resume.lesson.build_for):
 
 - data: an epoch is a permutation of a fixed MiniGPT Markov dataset drawn with
   numpy's global RNG; each step takes the next `batch` sequences; python's
@@ -19,34 +15,24 @@ One training step (the Actions of scenarios.failure_resume.build):
   pairwise sum over ranks on every rank: the tree is the same for 4 or 2 ranks;
 - adam: elementwise Adam written with single-rounding ops only, so a slice
   (ZeRO-1's shard) gives the same bits as the whole; with ZeRO-1 an all-gather
-  of the updated shards follows;
-- checkpoint every `checkpoint_every` steps (runtime.checkpoint).
+  of the updated shards follows.
 
-Faults (ctx.faults): `kill|hang:rank=R,step=K` fire in the middle of step K
-(after fwd+bwd, before the gather), `kill:rank=R,during=checkpoint` after half
-of this rank's first file of that checkpoint is on disk. Each writes a record
-for the supervisor first, then sends the signal to its own process.
-
-At the end, the same processes train the same seed again from scratch without
-checkpoints or faults (the uninterrupted run) and compare everything with
-torch.equal. One thread per rank: a matmul's summation order may depend on the
-thread count, and bit-for-bit needs the same order.
+`save` and `load` write and read everything that decides the future
+(REFERENCES.md, "Fault tolerance"): parameters, Adam's moments and step, the LR
+schedule's position, the RNG states (python, numpy, torch) and the data
+position (epoch, batches consumed, the shuffled order), through
+runtime.checkpoint (safetensors and JSON, never pickle). A checkpoint loads on
+any number of ranks: ZeRO-1's shards are re-cut.
 
 Engine part: imports torch (rank processes only; the UI never imports this).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import os
 import random
-import signal
-import statistics
-import tempfile
-import time
-from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,19 +41,14 @@ import torch
 import torch.distributed as dist
 
 from runtime import checkpoint as ckpt
-from runtime.files import write_text_atomic
 from runtime.formulas import even_split
 from runtime.models import GPTConfig, MiniGPT, markov_tokens
-from runtime.program import Action
+from scenarios.failure_resume.lesson import FailureResumeParams
 
 BETA1, BETA2, EPS = 0.9, 0.95, 1e-8
 BASE_LR = 3e-3
 TOKEN_NOISE = 0.1  # at most this share of input tokens replaced per step
 DATASET_BATCHES = 4  # the dataset holds this many global batches: an epoch every 4 steps
-
-
-def config(params: dict[str, Any]) -> GPTConfig:
-    return GPTConfig.from_params(params)
 
 
 def lr_at(step: int, total: int) -> float:
@@ -90,14 +71,18 @@ class Trainer:
     """All the state of one rank's training, and the step, split into its Actions."""
 
     def __init__(
-        self, params: dict[str, Any], world: int, rank: int, device: torch.device | None = None
+        self,
+        params: FailureResumeParams,
+        world: int,
+        rank: int,
+        device: torch.device | None = None,
     ):
         self.params = params
         # Compute stays on the CPU (one thread: reproducible bits); only the collectives'
         # buffers go to the backend's device (NCCL needs CUDA tensors; the copy is exact).
         self.device = device or torch.device("cpu")
         self.world, self.rank = world, rank
-        self.cfg = config(params)
+        self.cfg = GPTConfig.from_shape(params.model, seed=params.seed)
         self.model = MiniGPT(self.cfg)
         self.named = list(self.model.named_parameters())
         self.tensors = [p for _, p in self.named]
@@ -109,7 +94,7 @@ class Trainer:
             p.data = self.flat[offset : offset + p.numel()].view_as(p)
             offset += p.numel()
         self.numel = offset
-        self.zero1 = params["sharding"] == "zero1"
+        self.zero1 = params.sharding == "zero1"
         sizes = even_split(self.numel, world) if self.zero1 else [self.numel] * world
         self.shard_sizes = sizes
         self.lo = sum(sizes[:rank]) if self.zero1 else 0
@@ -118,11 +103,9 @@ class Trainer:
         self.exp_avg_sq = torch.zeros(self.hi - self.lo)
         self.step = 0
         self.grad = torch.zeros(self.numel)
-        self.leaves = params["microbatches"]
-        self.batch = params["batch"]
-        self.dataset = markov_tokens(
-            self.cfg, self.batch * DATASET_BATCHES, seed=params["seed"] + 1
-        )
+        self.leaves = params.microbatches
+        self.batch = params.batch
+        self.dataset = markov_tokens(self.cfg, self.batch * DATASET_BATCHES, seed=params.seed + 1)
         self.epoch = 0
         self.cursor = 0  # batches consumed in this epoch
         self.order: list[int] = []
@@ -131,7 +114,7 @@ class Trainer:
 
     # -- randomness and data --------------------------------------------------------
     def seed_everything(self) -> None:
-        seed = self.params["seed"]
+        seed = self.params.seed
         random.seed(seed)
         np.random.seed(seed)
         torch.manual_seed(seed)
@@ -178,7 +161,7 @@ class Trainer:
         the bits do not depend on where the slice starts."""
         self.step += 1
         t = self.step
-        lr = lr_at(t, self.params["steps"])
+        lr = lr_at(t, self.params.steps)
         g = self.grad[self.lo : self.hi]
         self.exp_avg = self.exp_avg * BETA1 + g * (1 - BETA1)
         self.exp_avg_sq = self.exp_avg_sq * BETA2 + (g * g) * (1 - BETA2)
@@ -238,16 +221,16 @@ class Trainer:
             "lr_scheduler": {
                 "kind": "warmup-cosine",
                 "base_lr": BASE_LR,
-                "total_steps": self.params["steps"],
+                "total_steps": self.params.steps,
                 "last_step": self.step,
-                "last_lr": lr_at(max(1, self.step), self.params["steps"]),
+                "last_lr": lr_at(max(1, self.step), self.params.steps),
             },
             "loss_scaler": None,  # fp32 training: nothing to scale
             "model": self.cfg.to_dict(),
-            "seed": self.params["seed"],
+            "seed": self.params.seed,
         }
 
-    def save(self, root: Path, on_half_written: Any = None) -> None:
+    def save(self, root: Path, on_half_written: Callable[[], None] | None = None) -> None:
         """Every rank writes its part into the temporary directory; rank 0 commits."""
         tmp = ckpt.tmp_dir(root, self.step)
         tmp.mkdir(parents=True, exist_ok=True)
@@ -298,133 +281,3 @@ class Trainer:
         # when its own file does not exist.
         own = path / f"rank{self.rank}.json"
         self.restore_rng(json.loads((own if own.exists() else path / "rank0.json").read_text()))
-
-
-# -- faults ------------------------------------------------------------------------------
-def _fire(fault: dict[str, Any], step: int, where: str, ctx: Any, fired_dir: Path) -> None:
-    """Record the fault for the supervisor, then signal this very process."""
-    record = {
-        "index": fault["index"],
-        "kind": fault["kind"],
-        "rank": ctx.rank,
-        "step": step,
-        "where": where,
-        "t_ns": time.perf_counter_ns(),
-    }
-    write_text_atomic(fired_dir / f"fault{fault['index']}.json", json.dumps(record))
-    ctx.flush()
-    os.kill(os.getpid(), signal.SIGKILL if fault["kind"] == "kill" else signal.SIGSTOP)
-    time.sleep(3600)  # a stopped rank never gets here; a killed one never returns
-
-
-def _checkpoint_fault_step(fault: dict[str, Any], params: dict[str, Any]) -> int:
-    """The checkpoint a during=checkpoint fault hits: the one at its step, else the second
-    of the run (so there is an older one to fall back to), else the first."""
-    if fault.get("step"):
-        return int(fault["step"])
-    every = params["checkpoint_every"]
-    return 2 * every if 2 * every <= params["steps"] else every
-
-
-def run_rank(ctx: Any) -> dict[str, Any]:
-    torch.set_num_threads(1)  # bit for bit: one summation order for every matmul
-    params = ctx.params
-    sup = params.get("_supervisor") or {}
-    # Under torchrun there is no supervisor: checkpoints go to a directory named after
-    # the elastic run, and a worker restarted by `torchrun --max-restarts` resumes from
-    # the newest valid one there by itself.
-    run_id = os.environ.get("TORCHELASTIC_RUN_ID") or str(os.getppid())
-    root = Path(
-        sup.get("checkpoint_dir")
-        or Path(tempfile.gettempdir()) / f"playground-checkpoints-{run_id}"
-    )
-    fired_dir = Path(sup.get("fired_dir") or root / "faults")
-    root.mkdir(parents=True, exist_ok=True)
-    fired_dir.mkdir(parents=True, exist_ok=True)
-
-    trainer = Trainer(params, ctx.world_size, ctx.rank, ctx.device)
-    trainer.seed_everything()
-    resume = sup.get("resume") if sup else ckpt.newest_valid(root)[0]
-    if resume:
-        trainer.load(Path(resume))
-    start = trainer.step
-    mine = [f for f in ctx.faults if f.get("rank") == ctx.rank and f.get("after_s") is None]
-    step_faults = {int(f["step"]): f for f in mine if f.get("during") is None and f.get("step")}
-    save_faults = {_checkpoint_fault_step(f, params): f for f in mine if f.get("during")}
-
-    ctx.start_clock()
-    if sup.get("origin_ns") is not None:
-        ctx.t0_ns = int(sup["origin_ns"])  # later attempts draw on the first one's clock
-    elif ctx.rank == 0 and sup.get("origin_file"):
-        write_text_atomic(sup["origin_file"], json.dumps({"origin_ns": ctx.t0_ns}))
-
-    seconds: dict[str, list[float]] = defaultdict(list)
-    own_leaves = params["microbatches"] // ctx.world_size
-
-    def handle(action: Action) -> None:
-        op = action.arg("op")
-        k = action.step
-        began = time.perf_counter()
-        if op == "fb":
-            trainer.forward_backward()
-            if k in step_faults:
-                _fire(step_faults[k], k, "step", ctx, fired_dir)
-        elif op == "grads":
-            trainer.gather_grads()
-        elif op == "opt":
-            trainer.adam()
-        elif op == "params":
-            trainer.gather_params()
-        elif op == "ckpt":
-            fault = save_faults.get(k)
-            hook = (lambda: _fire(fault, k, "checkpoint", ctx, fired_dir)) if fault else None
-            trainer.save(root, hook)
-        else:
-            raise ValueError(f"failure-resume cannot run action {action.id}")
-        elapsed = time.perf_counter() - began
-        seconds[op].append(elapsed / own_leaves if op == "fb" else elapsed)
-
-    steps = sorted({a.step for a in ctx.actions if a.step is not None})
-    for k in steps:
-        if k <= start:
-            continue
-        ctx.execute([a for a in ctx.actions if a.step == k], handle)
-        if ctx.rank == 0:
-            ctx.sample("loss", trainer.losses[k])
-        ctx.flush()  # every finished step reaches the parent before the next can fail
-
-    # The uninterrupted run: same seed, same code, same processes, no checkpoints.
-    final_state = trainer.rng_state()
-    reference = Trainer(params, ctx.world_size, ctx.rank, ctx.device)
-    reference.seed_everything()
-    for _ in range(params["steps"]):
-        reference.train_step()
-    checks = {
-        "parameters": torch.equal(trainer.flat, reference.flat),
-        "exp_avg": torch.equal(trainer.exp_avg, reference.exp_avg),
-        "exp_avg_sq": torch.equal(trainer.exp_avg_sq, reference.exp_avg_sq),
-        "optimizer_step": trainer.step == reference.step,
-        "rng_states": final_state == reference.rng_state(),
-        "data_position": (trainer.epoch, trainer.cursor, trainer.order)
-        == (reference.epoch, reference.cursor, reference.order),
-    }
-    every_rank = torch.tensor([int(all(checks.values()))], device=ctx.device)
-    dist.all_reduce(every_rank, op=dist.ReduceOp.MIN)
-    last = params["steps"]
-    return {
-        "bitwise_equal": bool(every_rank.item()),
-        # Fingerprints of the final state, to compare with runs launched separately.
-        "parameters_sha256": hashlib.sha256(trainer.flat.numpy().tobytes()).hexdigest(),
-        "optimizer_sha256": hashlib.sha256(
-            trainer.exp_avg.numpy().tobytes() + trainer.exp_avg_sq.numpy().tobytes()
-        ).hexdigest(),
-        "checks": checks,
-        "resumed_from_step": start,
-        "losses": {str(k): v for k, v in trainer.losses.items()},
-        "final_loss": trainer.losses.get(last),
-        "final_loss_uninterrupted": reference.losses.get(last),
-        # What the prediction is refined with: fb per leaf, opt, ckpt (cost keys of build).
-        "compute_costs": {
-            op: statistics.median(v) for op, v in seconds.items() if op in ("fb", "opt", "ckpt")
-        },
-    }

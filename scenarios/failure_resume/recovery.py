@@ -1,0 +1,117 @@
+"""Lesson 3's faults and what a run with failures measured.
+
+Split out of scenarios.failure_resume.lesson (so it reads in one sitting): the
+`check_faults` hook (which `--fault` specs this lesson honours, against its
+steps and checkpoints) and the metrics of a real run: the restart
+supervisor's typed account (runtime.restart.RestartReport), the final state
+against the uninterrupted rerun (the ranks' FailureResumeResult), and the
+median step and checkpoint write read off a timeline (measured or predicted,
+lost work left out).
+
+Imports: runtime's pure part and the lesson contract (the UI imports this).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING
+
+from runtime.faults import Fault
+from runtime.restart import RestartReport, is_lost
+from runtime.trace import Timeline
+from scenarios.metrics import Metric
+from scenarios.params import ParamError
+
+if TYPE_CHECKING:
+    from scenarios.failure_resume.lesson import FailureResumeParams, FailureResumeResult
+
+
+def check_faults(params: FailureResumeParams, faults: list[Fault]) -> None:
+    """Faults against this run's steps and checkpoints (ranks are checked when parsed)."""
+    steps, saves = params.steps, params.checkpoint_steps
+    for fault in faults:
+        spec = fault.describe()
+        if fault.step is not None and not 1 <= fault.step <= steps:
+            raise ParamError(None, f"--fault {spec!r}: step must be in 1..{steps} (steps={steps})")
+        if fault.during == "checkpoint":
+            if not saves:
+                raise ParamError(
+                    None,
+                    f"--fault {spec!r}: no checkpoint is written (checkpoint_every="
+                    f"{params.checkpoint_every} > steps={steps})",
+                )
+            if fault.step is not None and fault.step not in saves:
+                raise ParamError(
+                    None,
+                    f"--fault {spec!r}: no checkpoint at step {fault.step}; checkpoints "
+                    f"are written at steps {', '.join(map(str, saves[:6]))}"
+                    + ("…" if len(saves) > 6 else ""),
+                )
+    later = sorted((f for f in faults if f.rank is not None), key=lambda f: f.step or 0)[1:]
+    shrunk = params.resume_ranks
+    for fault in later:
+        if shrunk and fault.rank is not None and fault.rank >= shrunk:
+            raise ParamError(
+                None,
+                f"--fault {fault.describe()!r}: after the first restart the run has "
+                f"resume_ranks={shrunk} ranks, so a later fault must name a rank in "
+                f"0..{shrunk - 1}",
+            )
+    if any(f.kind == "corrupt" for f in faults) and not any(f.kind != "corrupt" for f in faults):
+        raise ParamError(
+            None,
+            "--fault 'corrupt:checkpoint=latest' only matters when a failure forces a "
+            "restart: add a failure too, e.g. --fault kill:rank=1,step=12",
+        )
+
+
+def restart_metrics(report: RestartReport | None) -> list[Metric]:
+    """The supervisor's account (None when something else restarted the run: torchrun)."""
+    failures = report.failures if report is not None else []
+    detections = [f.detection_s for f in failures if f.detection_s is not None]
+    restarts = [f.restart_s for f in failures if f.restart_s is not None]
+    known = report is not None
+    return [
+        Metric("restarts", "count", report.restarts if known else None),
+        Metric("lost_steps", "count", report.lost_steps if known else None),
+        Metric("detection_s", "s", statistics.fmean(detections) if detections else None),
+        Metric("restart_s", "s", statistics.fmean(restarts) if restarts else None),
+        Metric(
+            "resumed_from_steps",
+            "count",
+            [f.resumed_from_step for f in failures] if known else None,
+        ),
+        Metric("world_sizes", "count", list(report.world_sizes) if known else None),
+    ]
+
+
+def state_metrics(results: list[FailureResumeResult]) -> list[Metric]:
+    """The final state against the uninterrupted rerun, and its fingerprints."""
+    first = results[0]
+    return [
+        Metric("bitwise_equal_to_uninterrupted", "flag", all(r.bitwise_equal for r in results)),
+        Metric("parameters_sha256", "text", first.parameters_sha256),
+        Metric("optimizer_sha256", "text", first.optimizer_sha256),
+        Metric("final_loss", "number", first.final_loss),
+        Metric("final_loss_uninterrupted", "number", first.final_loss_uninterrupted),
+    ]
+
+
+def median_step(timeline: Timeline) -> float | None:
+    """Median wall time of one training step, first rank in to last rank out
+    (checkpoint writes and lost work excluded)."""
+    bounds: dict[int, list[float]] = {}
+    for span in timeline.spans:
+        if span.step is None or span.kind == "checkpoint" or is_lost(span):
+            continue
+        lo_hi = bounds.setdefault(span.step, [span.start, span.end])
+        lo_hi[0], lo_hi[1] = min(lo_hi[0], span.start), max(lo_hi[1], span.end)
+    durations = [hi - lo for lo, hi in bounds.values()]
+    return statistics.median(durations) if durations else None
+
+
+def median_checkpoint(timeline: Timeline) -> float | None:
+    """Median time one rank spends writing a checkpoint (a write a failure later threw
+    away counts too: it was written whole)."""
+    durations = [s.duration for s in timeline.spans if s.kind == "checkpoint"]
+    return statistics.median(durations) if durations else None
