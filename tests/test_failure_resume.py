@@ -272,7 +272,8 @@ def test_params_are_typed_with_todays_defaults_and_round_trip() -> None:
 
     params = LESSON.parse({}, "run")
     assert isinstance(params, FailureResumeParams)
-    assert params.model == GPTShape(layers=2, hidden=32, heads=2, seq=16, vocab=32)
+    shape = GPTShape(layers=2, hidden=32, heads=2, seq=16, vocab=32, run_limit=1_000_000)
+    assert params.model == shape
     assert (params.ranks, params.resume_ranks, params.steps, params.checkpoint_every) == (
         4,
         0,

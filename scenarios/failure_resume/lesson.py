@@ -66,7 +66,9 @@ class FailureResumeParams(Params):
     checkpoint_every: int = integer(5, 1)
     max_restarts: int = integer(3, 0, 10)
     sharding: str = choice("ddp", ("ddp", "zero1"))
-    model: GPTShape = GPTShape(layers=2, hidden=32, heads=2, seq=16, vocab=32)
+    model: GPTShape = GPTShape(
+        layers=2, hidden=32, heads=2, seq=16, vocab=32, run_limit=MAX_RUN_PARAMETERS
+    )
     batch: int = integer(16, 1, 256, 65536)  # sequences per step (global batch)
     microbatches: int = integer(8, 1, 64)  # leaves of the gradient tree
     seed: int = integer(0, 0, 2**31 - 1)
@@ -102,8 +104,6 @@ class FailureResumeParams(Params):
                     f"{name}={typed[name]}: must be at most a tenth of mtbf={typed['mtbf']} "
                     "(a job that fails before it can save never finishes)",
                 )
-        if mode == "run":
-            self.model.check_run_size(MAX_RUN_PARAMETERS)
 
     @property
     def parameters(self) -> int:
