@@ -40,7 +40,9 @@ def timeline(spans: int, ranks: int, seed: int) -> Timeline:
         for i in range(spans // ranks):
             t += rng.random() * 1e-4  # idle gap
             length = 1e-5 + rng.random() * 1e-3
-            out.append(Span(rank, rng.choice(KINDS), f"F{i % 64}", t, t + length, action_id=f"a{rank}.{i}"))
+            out.append(
+                Span(rank, rng.choice(KINDS), f"F{i % 64}", t, t + length, action_id=f"a{rank}.{i}")
+            )
             t += length
     return Timeline(out)
 

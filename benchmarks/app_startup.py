@@ -30,9 +30,17 @@ MARKER = b"Lesson 7"  # the last lesson of the home list: the whole first frame 
 
 def first_paint_seconds(command: list[str], timeout: float = 20.0) -> float:
     master, slave = pty.openpty()
-    env = {**os.environ, "PLAYGROUND_LANG": "en", "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
+    env = {
+        **os.environ,
+        "PLAYGROUND_LANG": "en",
+        "TERM": "xterm-256color",
+        "COLUMNS": "120",
+        "LINES": "40",
+    }
     start = time.perf_counter()
-    proc = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+    proc = subprocess.Popen(
+        command, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True
+    )
     os.close(slave)
     seen = b""
     try:

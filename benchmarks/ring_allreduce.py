@@ -40,6 +40,7 @@ def measure(ranks: int, size: str, runs: int, repeat: int) -> dict[str, float]:
                 stream=stream,
             )
             sink.append(outcome.metrics)
+
     def med(rows: list, name: str, field: str = "value") -> float:
         return statistics.median(getattr(find(metrics, name), field) for metrics in rows)
 

@@ -119,11 +119,7 @@ def predict(
     model = lesson.prepare_model(params, model)
     predicted = simulate(lesson.build(params), model)
     metrics = lesson.metrics(params, predicted, None)
-    return Outcome(
-        lesson, params, model, predicted, metrics=metrics, curves=lesson.curves(params)
-    )
-
-
+    return Outcome(lesson, params, model, predicted, metrics=metrics, curves=lesson.curves(params))
 
 
 def calibrate(

@@ -164,15 +164,13 @@ def _knob(kind: Kind, default: Any, **bounds: Any) -> Any:
     return field(default=default, metadata={KNOB: Knob(kind, **bounds)})
 
 
-def _legacy(args: tuple) -> tuple:
-    """TEMPORARY while failure-resume moves its help to texts.toml: drop (es, en)."""
-    return args[2:] if len(args) >= 2 and all(isinstance(a, str) for a in args[:2]) else args
-
-
-def integer(default: int, *args: Any) -> Any:
-    """An integer field: (minimum, maximum, predict_maximum); `maximum` bounds a real run,
-    `predict_maximum` (if larger) predict."""
-    minimum, maximum, predict_maximum = (*_legacy(args), None, None, None)[:3]
+def integer(
+    default: int,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    predict_maximum: int | None = None,
+) -> Any:
+    """An integer field; `maximum` bounds a real run, `predict_maximum` (if larger) predict."""
     return _knob("int", default, minimum=minimum, maximum=maximum, predict_maximum=predict_maximum)
 
 
@@ -185,23 +183,22 @@ def size(
     )
 
 
-def duration(default: float, *args: Any) -> Any:
-    """A duration in seconds, typed with units (0.5s, 90s, 19min, 3h): (minimum,)."""
-    minimum = (*_legacy(args), None)[0]
+def duration(default: float, minimum: float | None = None) -> Any:
+    """A duration in seconds, typed with units (0.5s, 90s, 19min, 3h)."""
     return _knob("duration", default, minimum=minimum)
 
 
-def choice(default: str, options: Iterable[str], *_help: str) -> Any:
+def choice(default: str, options: Iterable[str]) -> Any:
     """One of a few names."""
     return _knob("choice", default, choices=tuple(options))
 
 
-def choices(default: tuple[str, ...], options: Iterable[str], *_help: str) -> Any:
+def choices(default: tuple[str, ...], options: Iterable[str]) -> Any:
     """One or several of a few names, typed as a comma list (each once)."""
     return _knob("choices", default, choices=tuple(options))
 
 
-def count(default: int | str, *_help: str) -> Any:
+def count(default: int | str) -> Any:
     """A count such as a model's parameters: 7e9, 7B, 70B, 125M, or `auto`."""
     return _knob("count", default)
 
