@@ -223,7 +223,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from playground.program_text import LEGEND, program_doc, program_lines
+    from playground.program_text import program_doc, program_lines
     from playground.session import resolve
 
     lesson, params = resolve(args.scenario, _raw_params(args), "predict")
@@ -233,9 +233,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(json.dumps(doc))
         return 0
     typed = ", ".join(f"{k}={plain(v)}" for k, v in params.typed().items())
-    print(f"{lesson.name} · {t('cli.ranks')} {program.world_size} · {len(program)} actions")
+    print(
+        f"{lesson.name} · {t('cli.ranks')} {program.world_size} · {len(program)} {t('cli.actions')}"
+    )
     print(f"{t('cli.params')}: {typed}")
-    print(LEGEND)
+    print(t("cli.show_legend"))
     width = os.get_terminal_size().columns if sys.stdout.isatty() else 100
     for line in program_lines(program, width):
         print(line)

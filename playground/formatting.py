@@ -119,9 +119,8 @@ def metric_lines(metrics: list[Metric], words: dict[str, str], indent: str = "  
             )
         for row in section.rows:
             if row.paired and row in scalar:
-                lines.append(
-                    f"{pad}{row.label:<{width}}  {row.value:>12}  {row.predicted:>12}  {row.error:>6}"
-                )
+                line = f"{pad}{row.label:<{width}}  {row.value:>12}  {row.predicted:>12}  {row.error:>6}"
+                lines.append(line.rstrip())
             elif row.paired:
                 lines.append(
                     f"{pad}{row.label:<{width}}  {row.value} | {row.predicted}  {row.error}".rstrip()

@@ -30,11 +30,6 @@ COLLECTIVE_TOKENS = {
     "broadcast": "BC",
     "barrier": "|",
 }
-LEGEND = (
-    "F/B/W = forward/backward/weight gradient of microbatch N; →N send to rank N; "
-    "←N receive from rank N; AR/RS/AG/BC = all-reduce/reduce-scatter/all-gather/"
-    "broadcast; | barrier"
-)
 
 
 def token(action: Action, several_stages: bool = False) -> str:

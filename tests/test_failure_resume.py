@@ -267,11 +267,11 @@ def test_real_checkpoints_hold_every_piece_of_state() -> None:
 
 # -- the typed lesson contract, without ranks ------------------------------------------------
 def test_params_are_typed_with_todays_defaults_and_round_trip() -> None:
-    from scenarios.failure_resume.lesson import LESSON, FailureResumeParams
+    from scenarios.failure_resume.lesson import LESSON, ResumeParams
     from scenarios.shape import GPTShape
 
     params = LESSON.parse({}, "run")
-    assert isinstance(params, FailureResumeParams)
+    assert isinstance(params, ResumeParams)
     shape = GPTShape(layers=2, hidden=32, heads=2, seq=16, vocab=32, run_limit=1_000_000)
     assert params.model == shape
     assert (params.ranks, params.resume_ranks, params.steps, params.checkpoint_every) == (
@@ -360,9 +360,9 @@ def test_programs_of_any_world_and_the_restart_policy() -> None:
 def _fake_run(params, timeline):  # noqa: ANN001, ANN202 - test helper
     from runtime.restart import FailureReport, RestartReport
     from scenarios.base import RunData
-    from scenarios.failure_resume.lesson import FailureResumeResult
+    from scenarios.failure_resume.lesson import ResumeResult
 
-    result = FailureResumeResult(
+    result = ResumeResult(
         bitwise_equal=True,
         checks={"parameters": True},
         parameters_sha256="ab" * 32,
@@ -417,7 +417,7 @@ def test_the_rank_result_round_trips_through_json() -> None:
     results = _fake_run(params, None).results
     wire = json.loads(json.dumps([dataclasses.asdict(r) for r in results]))
     assert decode_results(LESSON, wire) == results
-    with pytest.raises(ValueError, match="FailureResumeResult"):
+    with pytest.raises(ValueError, match="ResumeResult"):
         decode_results(LESSON, [{**wire[0], "bitwise_equal": "yes"}])
 
 

@@ -59,7 +59,7 @@ POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64)
 
 # -- parameters -------------------------------------------------------------------------
 @dataclass(frozen=True)
-class FailureResumeParams(Params):
+class ResumeParams(Params):
     ranks: int = integer(4, 1, 8, 64)  # a power of two
     resume_ranks: int = integer(0, 0, 8, 64)  # ranks after a restart (0: the same)
     steps: int = integer(30, 1, 400, 100_000)
@@ -120,7 +120,7 @@ class FailureResumeParams(Params):
 
 
 @dataclass(frozen=True, kw_only=True)
-class FailureResumeResult(RankResult):
+class ResumeResult(RankResult):
     """What each rank reports after the final attempt and the uninterrupted rerun."""
 
     bitwise_equal: bool  # every check below held on every rank
@@ -133,7 +133,7 @@ class FailureResumeResult(RankResult):
     final_loss_uninterrupted: float | None = None
 
 
-def restart_policy(params: FailureResumeParams) -> RestartPolicy:
+def restart_policy(params: ResumeParams) -> RestartPolicy:
     """Restart like `torchrun --max-restarts`, on `resume_ranks` ranks when set."""
     return RestartPolicy(
         params.max_restarts,
@@ -147,11 +147,11 @@ TEXTS = load_texts(__package__)  # scenarios/failure_resume/texts.toml
 
 
 # -- program ------------------------------------------------------------------------------
-def build(params: FailureResumeParams) -> Program:
+def build(params: ResumeParams) -> Program:
     return build_for(params, params.ranks)
 
 
-def build_for(params: FailureResumeParams, world: int) -> Program:
+def build_for(params: ResumeParams, world: int) -> Program:
     """The Program of one attempt on `world` ranks. Per step and rank: fwd+bwd of its
     microbatches, all-gather of the subtree gradient sums, the Adam step (of its shard
     with ZeRO-1, then an all-gather of parameters), and every `checkpoint_every` steps
@@ -202,7 +202,7 @@ def _step(
     )
 
 
-def estimate(params: FailureResumeParams, model: CostModel) -> CostModel:
+def estimate(params: ResumeParams, model: CostModel) -> CostModel:
     """Before a run has measured them: step costs from FLOPs, the checkpoint from a
     disk's write rate (costs the model already has are kept)."""
     rate = model.flops_per_s or CPU_FLOPS_PER_S
@@ -218,9 +218,9 @@ def estimate(params: FailureResumeParams, model: CostModel) -> CostModel:
 
 # -- metrics ------------------------------------------------------------------------------
 def metrics(
-    params: FailureResumeParams,
+    params: ResumeParams,
     predicted: Timeline,
-    run: RunData[FailureResumeResult] | None,
+    run: RunData[ResumeResult] | None,
 ) -> list[Metric]:
     from scenarios.failure_resume import interval  # numpy: only when metrics are asked for
 
@@ -250,7 +250,7 @@ def metrics(
     return out + interval.interval_metrics(study)
 
 
-def curves(params: FailureResumeParams) -> list[Curve]:
+def curves(params: ResumeParams) -> list[Curve]:
     """Overhead versus checkpoint interval, the study the metrics quote (HTML export)."""
     from scenarios.failure_resume import interval  # numpy: only when curves are asked for
 
@@ -259,20 +259,7 @@ def curves(params: FailureResumeParams) -> list[Curve]:
 
 
 RANK_ENTRY = "scenarios.failure_resume.rank:run_rank"  # torch: never imported here
+HOOKS = Hooks(estimate, "step and checkpoint costs", recovery.check_faults, restart_policy, curves)
 LESSON = Lesson(
-    "failure-resume",
-    3,
-    TEXTS,
-    FailureResumeParams,
-    FailureResumeResult,
-    build,
-    metrics,
-    RANK_ENTRY,
-    Hooks(
-        estimate=estimate,
-        refined="step and checkpoint costs",
-        check_faults=recovery.check_faults,
-        restart_policy=restart_policy,
-        curves=curves,
-    ),
+    "failure-resume", 3, TEXTS, ResumeParams, ResumeResult, build, metrics, RANK_ENTRY, HOOKS
 )

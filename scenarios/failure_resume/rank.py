@@ -46,10 +46,10 @@ from runtime.faults import Fault
 from runtime.files import write_text_atomic
 from runtime.program import Action
 from runtime.worker import RankContext
-from scenarios.failure_resume.lesson import FailureResumeParams, FailureResumeResult
+from scenarios.failure_resume.lesson import ResumeParams, ResumeResult
 from scenarios.failure_resume.trainer import Trainer
 
-Context = RankContext[FailureResumeParams]
+Context = RankContext[ResumeParams]
 # The cost keys of build_for a run measures (fb per leaf), to refine the prediction.
 COST_KEYS = ("fb", "opt", "ckpt")
 
@@ -71,7 +71,7 @@ def _fire(fault: Fault, step: int, where: str, ctx: Context, fired_dir: Path) ->
     time.sleep(3600)  # a stopped rank never gets here; a killed one never returns
 
 
-def _checkpoint_fault_step(fault: Fault, params: FailureResumeParams) -> int:
+def _checkpoint_fault_step(fault: Fault, params: ResumeParams) -> int:
     """The checkpoint a during=checkpoint fault hits: the one at its step, else the second
     of the run (so there is an older one to fall back to), else the first."""
     if fault.step:
@@ -110,7 +110,7 @@ def _start_clock(ctx: Context) -> None:
 
 
 # -- the rank entry ------------------------------------------------------------------------
-def run_rank(ctx: Context) -> FailureResumeResult:
+def run_rank(ctx: Context) -> ResumeResult:
     torch.set_num_threads(1)  # bit for bit: one summation order for every matmul
     params = ctx.params
     root, fired_dir, resume = _places(ctx)
@@ -162,7 +162,7 @@ def run_rank(ctx: Context) -> FailureResumeResult:
     every_rank = torch.tensor([int(all(checks.values()))], device=ctx.device)
     dist.all_reduce(every_rank, op=dist.ReduceOp.MIN)
     last = params.steps
-    return FailureResumeResult(
+    return ResumeResult(
         bitwise_equal=bool(every_rank.item()),
         checks=checks,
         parameters_sha256=hashlib.sha256(trainer.flat.numpy().tobytes()).hexdigest(),

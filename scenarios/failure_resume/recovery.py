@@ -4,7 +4,7 @@ Split out of scenarios.failure_resume.lesson (so it reads in one sitting): the
 `check_faults` hook (which `--fault` specs this lesson honours, against its
 steps and checkpoints) and the metrics of a real run: the restart
 supervisor's typed account (runtime.restart.RestartReport), the final state
-against the uninterrupted rerun (the ranks' FailureResumeResult), and the
+against the uninterrupted rerun (the ranks' ResumeResult), and the
 median step and checkpoint write read off a timeline (measured or predicted,
 lost work left out).
 
@@ -23,10 +23,10 @@ from scenarios.metrics import Metric
 from scenarios.params import ParamError
 
 if TYPE_CHECKING:
-    from scenarios.failure_resume.lesson import FailureResumeParams, FailureResumeResult
+    from scenarios.failure_resume.lesson import ResumeParams, ResumeResult
 
 
-def check_faults(params: FailureResumeParams, faults: list[Fault]) -> None:
+def check_faults(params: ResumeParams, faults: list[Fault]) -> None:
     """Faults against this run's steps and checkpoints (ranks are checked when parsed)."""
     steps, saves = params.steps, params.checkpoint_steps
     for fault in faults:
@@ -85,7 +85,7 @@ def restart_metrics(report: RestartReport | None) -> list[Metric]:
     ]
 
 
-def state_metrics(results: list[FailureResumeResult]) -> list[Metric]:
+def state_metrics(results: list[ResumeResult]) -> list[Metric]:
     """The final state against the uninterrupted rerun, and its fingerprints."""
     first = results[0]
     return [

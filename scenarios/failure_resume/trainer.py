@@ -43,7 +43,7 @@ import torch.distributed as dist
 from runtime import checkpoint as ckpt
 from runtime.formulas import even_split
 from runtime.models import GPTConfig, MiniGPT, markov_tokens
-from scenarios.failure_resume.lesson import FailureResumeParams
+from scenarios.failure_resume.lesson import ResumeParams
 
 BETA1, BETA2, EPS = 0.9, 0.95, 1e-8
 BASE_LR = 3e-3
@@ -72,7 +72,7 @@ class Trainer:
 
     def __init__(
         self,
-        params: FailureResumeParams,
+        params: ResumeParams,
         world: int,
         rank: int,
         device: torch.device | None = None,
