@@ -29,7 +29,7 @@ from typing import NoReturn
 
 from playground.formatting import plain
 from playground.i18n import t
-from playground.report import report
+from playground.report import check_outputs, report
 from playground.session import UsageError
 from runtime.units import format_seconds
 
@@ -109,6 +109,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--hardware", metavar="NAME", help="predict with a named profile instead of calibration"
+    )
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the run's checkpoints (a finished run's are removed; its logs stay)",
+    )
+    p.add_argument(
+        "--host",
+        metavar="ADDR",
+        help="rendezvous over TCP on this address and let the ranks listen there (default: "
+        "loopback only, with no network listener)",
     )
     _output_args(p)
 
@@ -190,6 +201,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     from playground import session
 
+    check_outputs(args)
     outcome = session.predict(args.scenario, _raw_params(args), hardware=args.hardware)
     return report(outcome, args)
 
@@ -201,6 +213,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     def announce(world: int) -> None:
         print(t("cli.calibrating", n=world), file=sys.stderr)
 
+    check_outputs(args)  # before any rank starts: a bad path must not cost a whole run
     try:
         outcome = session.run(
             args.scenario,
@@ -209,6 +222,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             faults=args.fault,
             hardware=args.hardware,
             on_calibrate=announce,
+            keep=args.keep,
+            host=args.host,
         )
     except RunFailed as exc:
         print(f"playground: {t('cli.run_failed', error=exc)}", file=sys.stderr)
@@ -219,6 +234,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from playground.saved import replay
 
+    check_outputs(args)
     return report(replay(args.path), args)
 
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 from playground.formatting import metric_lines, plain
 from playground.i18n import t
@@ -53,3 +56,27 @@ def report(outcome: Outcome, args: argparse.Namespace) -> int:
         if path:
             print(t("cli.exported", path=path), file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """--export and --trace must name files this user can write: checked before any work,
+    by writing (and removing) a probe file beside them."""
+    for flag, path in (("--export", args.export), ("--trace", args.trace)):
+        if path is None:
+            continue
+        where = Path(path)
+        if not path.strip():
+            raise UsageError(f"{flag} '': give a file name, e.g. {flag} run.html")
+        if where.is_dir():
+            raise UsageError(f"{flag} {plain(path)}: is a directory; give a file name")
+        parent = where.parent if str(where.parent) else Path(".")
+        if not parent.is_dir():
+            raise UsageError(f"{flag} {plain(path)}: no directory {plain(parent)}")
+        try:
+            with tempfile.NamedTemporaryFile(dir=parent, prefix=".playground-probe-"):
+                pass
+            if where.exists() and not os.access(where, os.W_OK):
+                raise PermissionError(f"{where} is not writable")
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise UsageError(f"{flag} {plain(path)}: cannot write there ({reason})") from None

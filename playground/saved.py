@@ -2,105 +2,116 @@
 
 Part of `playground/` in DESIGN.md, beside playground.session: `replay` turns
 a file into the same Outcome a new run gives, so the app, the CLI and the
-exports show it alike. A saved file is untrusted input: its params are parsed
-by the lesson's own Params (with predict's bounds), its metrics must be the
-typed list of the current format, and anything else is a UsageError with one
-line, never a traceback.
+exports show it alike. A saved file is untrusted input: it is decoded against
+playground.saved_schema (types, ranges, finite numbers, bounded strings
+without control characters, bounded sizes), its params are parsed by the
+lesson's own Params (with predict's bounds), a torchrun rank's result by the
+lesson's own result type, and anything else is a UsageError with one line
+naming the first bad field, never a traceback.
 
 Never imports torch.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
+from playground import saved_schema as schema
+from playground.formatting import plain
 from playground.session import FORMAT, Outcome, UsageError, decode_results, finish, resolve
 from runtime import calibration
 from runtime.costmodel import CostModel
 from runtime.launch import LaunchResult
 from runtime.profiles import PROFILES
-from runtime.trace import Counter, Mark, Span, Timeline
-from scenarios.metrics import Curve, Metric
 
 
 def replay(path: str | Path) -> Outcome:
     """Show a saved run: a `--json` document, or the --out dir of a torchrun run."""
     path = Path(path)
+    where = plain(path)
     try:
         if path.is_dir():
             return _replay_dir(path)
-        doc = json.loads(path.read_text())
+        return _replay_file(path)
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise UsageError(f"cannot read {path}: not JSON ({exc})") from None
-    if not isinstance(doc, dict) or "scenario" not in doc or "predicted" not in doc:
-        raise UsageError(
-            f"{path} is not a playground run (expected the JSON of `run --json` or a torchrun --out dir)"
-        )
-    if doc.get("format") != FORMAT:
-        raise UsageError(
-            f"{path} has format {doc.get('format', 1)!r}; this playground reads format {FORMAT} "
-            "(run the lesson again with --json to get one)"
-        )
-    try:
-        return _from_doc(doc)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UsageError(f"{path} is not a valid playground run: {exc}") from None
+        raise UsageError(f"cannot read {where}: {exc.strerror or exc}") from None
+    except schema.SavedRunError as exc:
+        raise UsageError(f"{where} is not a valid playground run: {exc}") from None
 
 
-def _from_doc(doc: dict[str, Any]) -> Outcome:
-    lesson, params = resolve(str(doc["scenario"]), dict(doc["params"]), "predict")
+def _read(path: Path) -> bytes:
+    if path.stat().st_size > schema.MAX_FILE_BYTES:
+        raise schema.SavedRunError(f"larger than {schema.MAX_FILE_BYTES // 2**20} MiB")
+    return path.read_bytes()
+
+
+def _replay_file(path: Path) -> Outcome:
+    data = _read(path)
+    if b'"format"' not in data[:4096] and b'"scenario"' in data[:4096]:
+        raise UsageError(
+            f"{plain(path)} is a playground run of format 1; this playground reads format "
+            f"{FORMAT} (run the lesson again with --json to get one)"
+        )
+    doc: schema.RunDoc = schema.decode(data, schema.RunDoc)
+    lesson, params = _lesson(doc.scenario, doc.params)
     measured = None
-    if "measured" in doc:
-        measured = Timeline(
-            [Span.from_dict(s) for s in doc["measured"]],
-            counters=[Counter(**c) for c in doc.get("counters", [])],
-            marks=[Mark(**m) for m in doc.get("marks", [])],
-        )
+    if doc.measured is not None:
+        measured = schema.timeline(doc.measured, doc.counters, doc.marks)
+    profile = PROFILES["cpu-default"]
+    if doc.profile is not None:
+        profile = CostModel(**schema.msgspec.structs.asdict(doc.profile))
     return Outcome(
         lesson,
         params,
-        CostModel.from_dict(doc.get("profile") or PROFILES["cpu-default"].describe()),
-        Timeline([Span.from_dict(s) for s in doc["predicted"]]),
+        profile,
+        schema.timeline(doc.predicted),
         measured,
-        [Metric.from_dict(m) for m in doc.get("metrics", [])],
-        doc.get("backend"),
-        curves=[Curve(**c) for c in doc.get("curves", [])],
+        [schema.metric(m) for m in doc.metrics],
+        doc.backend,
+        curves=[schema.curve(c) for c in doc.curves],
     )
+
+
+def _lesson(name: str, raw: dict) -> tuple:
+    """The lesson and its params, parsed like the CLI's (predict's bounds): one line if not."""
+    try:
+        return resolve(name, raw, "predict")
+    except UsageError as exc:
+        raise schema.SavedRunError(f"params: {exc}") from None
 
 
 def _replay_dir(path: Path) -> Outcome:
     run_file = path / "run.json"
-    if not run_file.exists():
-        raise UsageError(f"{path} has no run.json: not a finished torchrun --out dir")
-    meta = json.loads(run_file.read_text())
-    lesson, params = resolve(meta["scenario"], meta["params"], "run")
-    raw_results = []
-    spans: list[Span] = []
-    counters: list[Counter] = []
-    for rank in range(meta["world_size"]):
+    if not run_file.is_file():
+        raise UsageError(f"{plain(path)} has no run.json: not a finished torchrun --out dir")
+    meta: schema.TorchrunMeta = schema.decode(_read(run_file), schema.TorchrunMeta)
+    lesson, params = _lesson(meta.scenario, meta.params)
+    if params.world_size != meta.world_size:
+        raise schema.SavedRunError(
+            f"run.json says {meta.world_size} ranks but its params run {params.world_size}"
+        )
+    raw_results, timelines = [], []
+    for rank in range(meta.world_size):
         rank_file = path / f"rank{rank}.json"
-        if not rank_file.exists():
-            raise UsageError(f"{path} lacks {rank_file.name}: rank {rank} did not finish")
-        envelope = json.loads(rank_file.read_text())
-        spans.extend(Span.from_dict(s) for s in envelope.get("spans", []))
-        counters.extend(Counter(**c) for c in envelope.get("counters", []))
-        raw_results.append(envelope["result"])
+        if not rank_file.is_file():
+            raise UsageError(f"{plain(path)} lacks {rank_file.name}: rank {rank} did not finish")
+        doc: schema.TorchrunRank = schema.decode(_read(rank_file), schema.TorchrunRank)
+        if doc.rank != rank or any(s.rank != rank for s in doc.spans):
+            raise schema.SavedRunError(f"{rank_file.name} holds records of another rank")
+        timelines.append(schema.timeline(doc.spans, doc.counters))
+        raw_results.append(doc.result)
     try:
         decode_results(lesson, raw_results)
     except ValueError as exc:
-        raise UsageError(f"{path}: {exc}") from None
-    world = meta["world_size"]
-    model = calibration.lookup(meta["backend"], world, nearest=True) or PROFILES["cpu-default"]
+        raise schema.SavedRunError(str(exc)) from None
+    model = calibration.lookup(meta.backend, meta.world_size, nearest=True)
     launched = LaunchResult(
-        sorted(spans, key=lambda s: (s.start, s.rank)),
+        sorted((s for t in timelines for s in t.spans), key=lambda s: (s.start, s.rank)),
         raw_results,
-        meta["backend"],
+        meta.backend,
         path,
         0.0,
-        sorted(counters, key=lambda c: (c.t, c.rank)),
+        sorted((c for t in timelines for c in t.counters), key=lambda c: (c.t, c.rank)),
     )
-    return finish(lesson, params, lesson.prepare_model(params, model), launched)
+    model = lesson.prepare_model(params, model or PROFILES["cpu-default"])
+    return finish(lesson, params, model, launched)

@@ -24,6 +24,7 @@ from runtime.costmodel import CostModel
 from runtime.faults import parse_faults
 from runtime.launch import LaunchResult, LaunchSpec, launch
 from runtime.profiles import PROFILES, get_profile
+from runtime.rundirs import drop_checkpoints
 from runtime.simulate import simulate
 from runtime.trace import Timeline
 from scenarios.base import Lesson, RunData
@@ -143,10 +144,14 @@ def run(
     cancel: threading.Event | None = None,
     stream: bool = True,
     on_calibrate: Callable[[int], None] | None = None,
+    keep: bool = False,
+    host: str | None = None,
 ) -> Outcome:
-    """A real multiprocess run, with its prediction and metrics. Raises RunFailed or UsageError."""
+    """A real multiprocess run, with its prediction and metrics. Raises RunFailed or UsageError.
+    Every input is checked before a rank starts; `keep` keeps the run's checkpoints."""
     lesson, params = resolve(name, raw, "run")
     world = params.world_size
+    check_backend(backend)
     try:
         parsed_faults = parse_faults(faults or [], world)
         # Lessons with steps and checkpoints check step faults against their params.
@@ -175,6 +180,7 @@ def run(
         backend=backend,
         faults=parsed_faults,
         stream=stream,
+        host=host,
     )
     policy = lesson.restart_policy(params)
     if policy is not None:  # restart like torchrun
@@ -185,7 +191,33 @@ def run(
         result = supervise(spec, policy, on_message=on_message, cancel=cancel)
     else:
         result = launch(spec, on_message=on_message, cancel=cancel)
+    if not keep:
+        drop_checkpoints(result.run_dir)
     return finish(lesson, params, model, result)
+
+
+def check_backend(backend: str) -> None:
+    """`--backend nccl` needs a CUDA GPU: refused before any rank starts when there is none
+    (asked of the CUDA driver itself, so the UI process never imports torch)."""
+    if backend == "nccl" and not cuda_devices():
+        raise UsageError(
+            "--backend nccl needs a CUDA GPU and this machine has none; use --backend gloo "
+            "(or auto, which picks nccl where CUDA is present)"
+        )
+
+
+def cuda_devices() -> int:
+    """How many CUDA devices the driver sees (0 without a driver)."""
+    import ctypes
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        count = ctypes.c_int(0)
+        if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+            return 0
+        return count.value
+    except (OSError, AttributeError):
+        return 0
 
 
 def decode_results(lesson: Lesson, raw_results: list[dict[str, Any]]) -> list[Any]:

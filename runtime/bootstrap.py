@@ -9,6 +9,8 @@ lets the rank set itself up before the heavy import:
   so rank output never reaches (or wrecks) the learner's terminal;
 - PR_SET_PDEATHSIG, so a rank dies with its parent and none is left behind;
 - thread counts for the math libraries, so N ranks share the cores fairly;
+- gloo and NCCL told to bind the loopback interface for a local run, so no
+  socket of a rank listens beyond this machine;
 - malloc told to keep freed memory for reuse (`keep_freed_memory`);
 - a heartbeat thread, started at once, which the launcher watches: a rank that
   stops answering (SIGSTOP, a wedged call) stops beating and is named.
@@ -56,8 +58,11 @@ class RankSpec:
     attempt: Attempt | None = None
     stream: bool = True
     run_dir: str = ""
-    host: str = "127.0.0.1"
-    port: int = 0
+    # torch.distributed's init_method: a FileStore in the private run directory for a
+    # local run (no network listener at all), tcp://HOST:PORT when asked for a host.
+    rendezvous: str = ""
+    # The network interface gloo and NCCL bind to ("lo": loopback); None: their default.
+    interface: str | None = None
     threads: int = 1
     timeout_s: float = 120.0
 
@@ -141,6 +146,9 @@ def rank_process(spec: RankSpec, conn: Any) -> None:
     threads = str(spec.threads)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = threads
+    if spec.interface:  # before torch is imported: gloo and NCCL read these at init
+        os.environ["GLOO_SOCKET_IFNAME"] = spec.interface
+        os.environ["NCCL_SOCKET_IFNAME"] = spec.interface
     keep_freed_memory()
     channel = Channel(conn)
     threading.Thread(target=_heartbeat, args=(channel, rank), daemon=True, name="heartbeat").start()

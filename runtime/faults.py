@@ -38,6 +38,8 @@ FAULT_FORMS: dict[str, tuple[frozenset[str], ...]] = {
     "hang": (frozenset({"rank", "after"}), frozenset({"rank", "step"})),
     "corrupt": (frozenset({"checkpoint"}),),
 }
+# A timed fault fires within a run's lifetime; later would never fire (and 1e400s is inf).
+MAX_AFTER_S = 3600.0
 USAGE = (
     "use kill:rank=R,after=0.5s, hang:rank=R,after=1s, kill:rank=R,step=K, "
     "kill:rank=R,during=checkpoint or corrupt:checkpoint=latest"
@@ -112,15 +114,17 @@ def parse_fault(spec: str, world_size: int) -> Fault:
             after = parse_duration(fields["after"])
         except ValueError as exc:
             raise ValueError(f"malformed --fault {spec!r}: {exc}") from None
-        if after < 0:
-            raise ValueError(f"--fault {spec!r}: after must be >= 0")
+        if not 0 <= after <= MAX_AFTER_S:  # NaN fails both comparisons
+            raise ValueError(
+                f"--fault {spec!r}: after must be a duration from 0s to {MAX_AFTER_S:g}s"
+            )
     if "step" in fields:
         try:
             step = int(fields["step"])
         except ValueError:
             raise ValueError(f"malformed --fault {spec!r}: step must be an integer") from None
-        if step < 1:
-            raise ValueError(f"--fault {spec!r}: step must be >= 1 (steps count from 1)")
+        if not 1 <= step <= 10**9:
+            raise ValueError(f"--fault {spec!r}: step must be from 1 (steps count from 1)")
     during = fields.get("during")
     if during is not None and during != "checkpoint":
         raise ValueError(f"--fault {spec!r}: during must be checkpoint")

@@ -7,7 +7,10 @@ params and Program as data (LaunchSpec); each rank gets its own Actions.
 
 - spawn context; one one-way pipe per rank (a rank killed mid-write can only
   break its own pipe, never the others' channel, as a shared Queue's lock would);
-- rendezvous on 127.0.0.1 at a free port unless the caller asks for a host;
+- loopback only, by construction: a local run rendezvouses through a FileStore
+  in its private run directory (no TCP listener at all) and its ranks bind
+  gloo/NCCL to the loopback interface; asking for a `host` is the explicit way
+  to rendezvous over TCP and listen beyond this machine (torchrun is the other);
 - every message from a rank (`ready`, `records` (spans and counters, batched),
   `heartbeat`, `done`, `error`) is
   handed to `on_message` as it arrives, so a UI can draw spans live;
@@ -30,7 +33,6 @@ import multiprocessing.connection as mpc
 import os
 import signal
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -42,9 +44,16 @@ from runtime.bootstrap import RankSpec, rank_process
 from runtime.faults import Fault
 from runtime.program import Program
 from runtime.restart import Attempt, RestartReport
+from runtime.rundirs import new_run_dir
 from runtime.trace import Counter, Mark, Span
 
 LOOPBACK = "127.0.0.1"
+
+
+def loopback_interface() -> str:
+    """The name of the loopback network interface ("lo" on Linux, "lo0" on macOS)."""
+    names = [name for _, name in socket.if_nameindex()]
+    return next((n for n in names if n.startswith("lo")), "lo")
 
 
 class RunFailed(RuntimeError):
@@ -86,7 +95,7 @@ class LaunchSpec:
     attempt: Attempt | None = None
     stream: bool = True
     run_dir: Path | None = None
-    host: str = LOOPBACK
+    host: str | None = None  # None: loopback only (FileStore + lo); else TCP on this address
     threads_per_rank: int | None = None
     hang_timeout_s: float = 4.0
     start_timeout_s: float = 60.0
@@ -123,14 +132,6 @@ def free_port(host: str = LOOPBACK) -> int:
         return s.getsockname()[1]
 
 
-def default_run_dir(scenario: str) -> Path:
-    base = Path(
-        os.environ.get("PLAYGROUND_RUNS_DIR") or Path(tempfile.gettempdir()) / "playground-runs"
-    )
-    base.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f"{time.strftime('%Y%m%d-%H%M%S')}-{scenario}-", dir=base))
-
-
 def _describe_exit(code: int | None) -> str:
     if code is None:
         return "still running"
@@ -149,11 +150,14 @@ def launch(
     cancel: threading.Event | None = None,
 ) -> LaunchResult:
     n = spec.world_size
-    run_dir = spec.run_dir or default_run_dir(spec.name)
+    run_dir = spec.run_dir or new_run_dir(spec.name)
     run_dir.mkdir(parents=True, exist_ok=True)
     threads = spec.threads_per_rank or max(1, (os.cpu_count() or 1) // n)
     ctx = mp.get_context("spawn")
-    port = free_port(spec.host)
+    if spec.host is None:
+        rendezvous, interface = f"file://{run_dir / 'rendezvous.store'}", loopback_interface()
+    else:
+        rendezvous, interface = f"tcp://{spec.host}:{free_port(spec.host)}", None
     procs: list[Any] = []
     conns: list[Any] = []
     if spec.program is not None and spec.program.world_size != n:
@@ -173,8 +177,8 @@ def launch(
                 attempt=spec.attempt,
                 stream=spec.stream,
                 run_dir=str(run_dir),
-                host=spec.host,
-                port=port,
+                rendezvous=rendezvous,
+                interface=interface,
                 threads=threads,
             )
             proc = ctx.Process(

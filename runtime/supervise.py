@@ -44,7 +44,7 @@ from pathlib import Path
 
 from runtime import checkpoint as ckpt
 from runtime.faults import Fault
-from runtime.launch import LaunchResult, LaunchSpec, RunFailed, default_run_dir, launch
+from runtime.launch import LaunchResult, LaunchSpec, RunFailed, launch
 from runtime.restart import Attempt, FailureReport, RestartPolicy, RestartReport
 from runtime.restart_marks import (
     STEP_END_KIND,
@@ -54,6 +54,7 @@ from runtime.restart_marks import (
     prepare_restart,
     progress_marks,
 )
+from runtime.rundirs import CHECKPOINTS, new_run_dir
 from runtime.trace import Counter, Mark, Span
 
 
@@ -131,8 +132,8 @@ class _Run:
 
     def __init__(self, spec: LaunchSpec, policy: RestartPolicy):
         self.spec, self.policy = spec, policy
-        self.run_dir = spec.run_dir or default_run_dir(spec.name)
-        self.root = self.run_dir / "checkpoints"
+        self.run_dir = spec.run_dir or new_run_dir(spec.name)
+        self.root = self.run_dir / CHECKPOINTS
         self.fired_dir = self.run_dir / "faults"
         self.origin_file = self.run_dir / "origin.json"
         for path in (self.root, self.fired_dir):

@@ -2,9 +2,9 @@
 
 The real engine of DESIGN.md's picture. Two ways in, one rank code:
 
-- launched by runtime.launch (via runtime.bootstrap): rendezvous on
-  tcp://127.0.0.1:<free port>, records streamed to the parent over the rank's
-  pipe, heartbeats watched by the parent;
+- launched by runtime.launch (via runtime.bootstrap): rendezvous through a
+  FileStore in the run's private directory (loopback only: no listener), records
+  streamed to the parent over the rank's pipe, heartbeats watched by the parent;
 - under torchrun (scenarios/torchrun.py looks the lesson up and calls
   `torchrun_rank`): env:// rendezvous, and each rank writes its spans and
   result to an output directory (read back by `playground replay`).
@@ -234,7 +234,7 @@ def launched_main(spec: RankSpec, channel: Any) -> None:
         backend = resolve_backend(spec.backend)
         dist.init_process_group(
             backend,
-            init_method=f"tcp://{spec.host}:{spec.port}",
+            init_method=spec.rendezvous,
             rank=rank,
             world_size=spec.world_size,
             timeout=timedelta(seconds=spec.timeout_s),

@@ -237,6 +237,7 @@ def test_real_checkpoints_hold_every_piece_of_state() -> None:
         {"ranks": "2", "steps": "6", "checkpoint_every": "3", "sharding": "zero1"},
         faults=["kill:rank=1,step=5"],
         hardware="cpu-default",
+        keep=True,  # a finished run's checkpoints are removed unless kept
     )
     root = Path(outcome.run_dir) / "checkpoints"
     assert [s for s, _ in ckpt.committed(root)] == [6, 3] and not ckpt.incomplete(root)

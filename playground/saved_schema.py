@@ -1,0 +1,189 @@
+"""The schema of a saved run: what `replay` accepts from a file, and nothing else.
+
+A saved run is untrusted input (a classmate mails you one; DESIGN.md's trust
+rule). Every field of the `--json` document (format 2) and of a torchrun
+`--out` directory is declared here with its type and range, and decoded by
+msgspec, which stops at the first field that is wrong and names it
+(`$.measured[3].rank`): strings are bounded and free of control characters (so
+nothing printed can drive the terminal), numbers are finite and bounded, lists
+are bounded, and nesting is only what the types allow. The lesson's params are
+then parsed by the lesson's own Params, like the CLI's.
+
+Imports: msgspec and the pure timeline types; never torch.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+from runtime.trace import Counter, Mark, Span, Timeline
+from scenarios.metrics import CATEGORIES, UNITS, Curve, Metric
+
+MAX_FILE_BYTES = 256 * 2**20
+PRINTABLE = r"^[^\x00-\x1f\x7f-\x9f]*$"  # no control characters (C0, DEL, C1)
+
+Name = Annotated[str, Meta(max_length=120, pattern=PRINTABLE)]
+Text = Annotated[str, Meta(max_length=2000, pattern=PRINTABLE)]
+Time = Annotated[float, Meta(ge=-1e9, le=1e9)]
+Rank = Annotated[int, Meta(ge=0, lt=1 << 20)]
+Index = Annotated[int, Meta(ge=0, lt=1 << 31)]
+Bytes = Annotated[int, Meta(ge=0, lt=1 << 62)]
+Number = Annotated[float, Meta(ge=-1e300, le=1e300)]
+Scalar = bool | int | Number | Text | None
+ParamValue = bool | int | Number | Text | Annotated[list[Text], Meta(max_length=64)]
+
+
+class SpanDoc(Struct, frozen=True):
+    rank: Rank
+    kind: Name
+    label: Text
+    start: Time
+    end: Time
+    action_id: Text | None = None
+    series: Name | None = None
+    stage: Index | None = None
+    microbatch: Index | None = None
+    chunk: Index | None = None
+    step: Index | None = None
+    bytes: Bytes | None = None
+    peer: Rank | None = None
+
+
+class CounterDoc(Struct, frozen=True):
+    rank: Rank
+    category: Name
+    t: Time
+    value: Number
+    series: Name | None = None
+
+
+class MarkDoc(Struct, frozen=True):
+    t: Time
+    kind: Name
+    label: Text
+    rank: Rank | None = None
+
+
+class MetricDoc(Struct, frozen=True):
+    name: Name
+    unit: Literal[UNITS]  # type: ignore[valid-type]
+    value: Scalar | Annotated[list[Scalar], Meta(max_length=1 << 16)] = None
+    predicted: Scalar | Annotated[list[Scalar], Meta(max_length=1 << 16)] = None
+    series: Name | None = None
+    category: Literal[CATEGORIES] | None = None  # type: ignore[valid-type]
+    per: Literal["rank", "step"] | None = None
+    error: Number | None = None  # recomputed from the pair, never trusted
+
+
+class CurveDoc(Struct, frozen=True):
+    title: Text
+    x_label: Text
+    y_label: Text
+    x: Annotated[list[Number], Meta(max_length=10_000)]
+    lines: Annotated[
+        dict[Name, Annotated[list[Number | None], Meta(max_length=10_000)]], Meta(max_length=16)
+    ]
+    marks: Annotated[dict[Name, Number | None], Meta(max_length=16)]
+    y_unit: Literal[UNITS] = "fraction"  # type: ignore[valid-type]
+    log_x: bool = False
+
+
+class ProfileDoc(Struct, frozen=True):
+    name: Text
+    alpha: Annotated[float, Meta(ge=0, le=1e6)]
+    beta: Annotated[float, Meta(ge=0, le=1e6)]
+    gamma: Annotated[float, Meta(ge=0, le=1e6)]
+    compute: Annotated[
+        dict[Text, Annotated[float, Meta(ge=0, le=1e12)]], Meta(max_length=100_000)
+    ] = {}
+    ranks_per_node: Annotated[int, Meta(ge=1, le=1 << 20)] | None = None
+    inter_alpha: Annotated[float, Meta(ge=0, le=1e6)] | None = None
+    inter_beta: Annotated[float, Meta(ge=0, le=1e6)] | None = None
+    cores: Annotated[int, Meta(ge=1, le=1 << 20)] | None = None
+    flops_per_s: Annotated[float, Meta(ge=0, le=1e30)] | None = None
+    source: Text = ""
+
+
+Spans = Annotated[list[SpanDoc], Meta(max_length=5_000_000)]
+Counters = Annotated[list[CounterDoc], Meta(max_length=5_000_000)]
+Marks = Annotated[list[MarkDoc], Meta(max_length=100_000)]
+
+
+class RunDoc(Struct, frozen=True):
+    """The `--json` document of `run`, `predict` or `replay` (format 2)."""
+
+    format: Literal[2]
+    scenario: Name
+    params: Annotated[dict[Name, ParamValue], Meta(max_length=256)]
+    predicted: Spans
+    profile: ProfileDoc | None = None
+    metrics: Annotated[list[MetricDoc], Meta(max_length=100_000)] = []
+    curves: Annotated[list[CurveDoc], Meta(max_length=16)] = []
+    backend: Name | None = None
+    measured: Spans | None = None
+    marks: Marks = []
+    counters: Counters = []
+
+
+class TorchrunMeta(Struct, frozen=True):
+    """run.json of a torchrun --out directory (rank 0 writes it)."""
+
+    scenario: Name
+    params: Annotated[dict[Name, ParamValue], Meta(max_length=256)]
+    world_size: Annotated[int, Meta(ge=1, le=4096)]
+    backend: Name
+    launcher: Name | None = None
+
+
+class TorchrunRank(Struct, frozen=True):
+    """rank<R>.json: the rank's result (checked by the lesson's own type) and records."""
+
+    rank: Rank
+    result: Annotated[dict[Name, Any], Meta(max_length=256)]
+    spans: Spans = []
+    counters: Counters = []
+    backend: Name | None = None
+    torch_version: Name | None = None
+
+
+class SavedRunError(ValueError):
+    """A saved run that is not one: the message names the first bad field."""
+
+
+def decode(data: bytes, kind: type[Struct]) -> Any:
+    """`data` as `kind`, or SavedRunError with one line."""
+    if len(data) > MAX_FILE_BYTES:
+        raise SavedRunError(f"larger than {MAX_FILE_BYTES // 2**20} MiB")
+    try:
+        return msgspec.json.decode(data, type=kind)
+    except msgspec.ValidationError as exc:
+        raise SavedRunError(str(exc).splitlines()[0]) from None
+    except msgspec.DecodeError as exc:
+        raise SavedRunError(f"not JSON ({str(exc).splitlines()[0]})") from None
+
+
+def span(doc: SpanDoc) -> Span:
+    if doc.end < doc.start:
+        raise SavedRunError(f"a span of rank {doc.rank} ends before it starts")
+    return Span(**msgspec.structs.asdict(doc))
+
+
+def timeline(spans: list[SpanDoc], counters=(), marks=()) -> Timeline:
+    return Timeline(
+        [span(s) for s in spans],
+        [Counter(**msgspec.structs.asdict(c)) for c in counters],
+        [Mark(**msgspec.structs.asdict(m)) for m in marks],
+    )
+
+
+def metric(doc: MetricDoc) -> Metric:
+    fields = msgspec.structs.asdict(doc)
+    del fields["error"]
+    return Metric(**fields)
+
+
+def curve(doc: CurveDoc) -> Curve:
+    return Curve(**msgspec.structs.asdict(doc))
