@@ -97,6 +97,8 @@ class Knob:
     def parse(self, name: str, text: Any, mode: Mode) -> Any:
         """The typed value of `text` (a string as typed, or an already typed value)."""
         wrong = ParamError(name, f"{name}={shown(text)}: {name} must be {self.allowed(mode)}")
+        if isinstance(text, str) and not text.isprintable():
+            raise wrong  # a newline or an escape sequence is never part of a value
         if self.kind == "choice":
             if str(text) not in self.choices:
                 raise wrong
