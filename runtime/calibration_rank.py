@@ -1,6 +1,9 @@
 """Rank side of calibration: time ring steps and a reduction, all ranks at once.
 
 The `calibrate` job of runtime.worker; runtime.calibration fits the numbers.
+Then the compute half (runtime.compute): a MiniGPT block's forward and backward
+at the shapes the lessons use, an Adam step, and (rank 0) a checkpoint-sized
+fsync'ed write, all in CPU seconds with every rank busy at once.
 The ring steps are the very Actions and executor the hand-made ring uses
 (runtime.collectives + runtime.comm, receives pre-posted, the first one before
 the barrier that starts each repetition), run as an
@@ -12,6 +15,9 @@ Engine part: imports torch, only inside rank processes.
 
 from __future__ import annotations
 
+import os
+import statistics
+import tempfile
 import time
 from typing import Any
 
@@ -19,9 +25,11 @@ import torch
 import torch.distributed as dist
 
 from runtime import collectives
-from runtime.calibration import REDUCE_BYTES, REPS, SIZES
+from runtime.calibration import BLOCK_SHAPES, DISK_BYTES, REDUCE_BYTES, REPS, SIZES
 from runtime.comm import Comm
+from runtime.models import Block, GPTConfig
 from runtime.program import Action
+from runtime.rundirs import runs_root
 from runtime.worker import RankContext
 
 
@@ -60,4 +68,61 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
         start = time.perf_counter()
         a.add_(b)
         reduce_s.append(time.perf_counter() - start)
-    return {"sendrecv": timings, "reduce_s": reduce_s}
+    return {
+        "sendrecv": timings,
+        "reduce_s": reduce_s,
+        "blocks": _blocks(),
+        "adam_s_per_element": _adam(),
+        "disk_bytes_per_s": _disk() if rank == 0 else None,
+    }
+
+
+def _cpu_seconds(fn: Any, reps: int = 5) -> float:
+    """Median CPU seconds of `fn` (after one warm-up): what one core spends on it."""
+    fn()
+    samples = []
+    for _ in range(reps):
+        start = time.process_time()
+        fn()
+        samples.append(time.process_time() - start)
+    return statistics.median(samples)
+
+
+def _blocks() -> list[list[float]]:
+    """[hidden, tokens, seq, forward s, backward s] of one block, per shape."""
+    out = []
+    for hidden, tokens, seq in BLOCK_SHAPES:
+        block = Block(GPTConfig(vocab=64, seq=seq, hidden=hidden, heads=4, layers=1))
+        x = torch.randn(tokens // seq, seq, hidden, requires_grad=True)
+        forward = _cpu_seconds(lambda block=block, x=x: block(x))
+
+        def both(block: Any = block, x: torch.Tensor = x) -> None:
+            block(x).sum().backward()
+
+        out.append([hidden, tokens, seq, forward, max(0.0, _cpu_seconds(both) - forward)])
+    return out
+
+
+def _adam() -> float:
+    """CPU seconds of one Adam step, per parameter element."""
+    param = torch.nn.Parameter(torch.randn(2**18))
+    param.grad = torch.randn_like(param)
+    optimizer = torch.optim.Adam([param], lr=1e-3)
+    return _cpu_seconds(optimizer.step) / param.numel()
+
+
+def _disk() -> float:
+    """Bytes per second of a checkpoint-like write: write, fsync, close, rename."""
+    data = os.urandom(DISK_BYTES)
+    with tempfile.TemporaryDirectory(dir=runs_root()) as folder:
+        samples = []
+        for n in range(3):
+            path = os.path.join(folder, f"probe{n}")
+            start = time.perf_counter()
+            with open(path, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(path, path + ".done")
+            samples.append(time.perf_counter() - start)
+    return DISK_BYTES / statistics.median(samples)

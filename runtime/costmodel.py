@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from runtime import formulas
+from runtime.compute import ComputeRates
 from runtime.program import Action
 
 
@@ -48,6 +49,9 @@ class CostModel:
     inter_beta: float | None = None
     cores: int | None = None
     flops_per_s: float | None = None
+    # This machine's (or a datasheet's) compute for the MiniGPT: lessons estimate their
+    # compute costs from it before a run has measured them (runtime.compute).
+    rates: ComputeRates | None = None
     source: str = ""
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -130,6 +134,8 @@ class CostModel:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CostModel:
         data = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        if isinstance(data.get("rates"), dict):
+            data["rates"] = ComputeRates.from_dict(data["rates"])
         return cls(**data)
 
 

@@ -17,19 +17,26 @@
   - `h100-nvlink`: NVIDIA H100 SXM datasheet: NVLink 4, 900 GB/s bidirectional
     (450 GB/s per direction) inside a node of 8; NDR InfiniBand 400 Gb/s
     (50 GB/s) per GPU between nodes; HBM3 3.35 TB/s; 989 TFLOP/s dense BF16.
+  - `h200-nvlink`: NVIDIA H200 SXM datasheet: the H100's Hopper compute (989
+    TFLOP/s dense BF16) and NVLink 4, with HBM3e: 141 GB at 4.8 TB/s.
   - `rtx4090-pcie`: NVIDIA Ada (AD102) whitepaper: no NVLink and no P2P, so
     traffic goes over PCIe 4.0 x16 (32 GB/s per direction peak, about 25 GB/s
     achieved) through the host; GDDR6X 1.008 TB/s; 165 TFLOP/s dense FP16
     tensor (82.6 with FP32 accumulate, used here).
 
 A reduction reads two buffers and writes one, so gamma ≈ 3 / memory bandwidth
-on accelerators.
+on accelerators. Compute (runtime.compute.gpu): matmuls at an assumed 40% of the
+peak (the MFU well-tuned large-model training reaches), about 5 µs per kernel
+launch (12 per block forward, 24 backward: what dominates a model as small as
+the MiniGPT), Adam streaming 28 bytes per parameter through HBM, checkpoints
+written at about 2 GB/s.
 
 Pure: stdlib only.
 """
 
 from __future__ import annotations
 
+from runtime.compute import TYPICAL_CPU, gpu
 from runtime.costmodel import CostModel
 
 UNIT_COMPUTE = {"F": 1.0, "B": 2.0, "Bi": 1.0, "W": 1.0, "opt": 0.0, "compute": 1.0}
@@ -48,6 +55,7 @@ PROFILES: dict[str, CostModel] = {
         alpha=30e-6,
         beta=1 / 2e9,
         gamma=1 / 4e9,
+        rates=TYPICAL_CPU,
         source="documented default for an uncalibrated CPU machine (gloo over loopback TCP); "
         "run `playground calibrate` to measure this machine",
     ),
@@ -60,6 +68,7 @@ PROFILES: dict[str, CostModel] = {
         inter_alpha=10e-6,
         inter_beta=1 / 25e9,
         flops_per_s=312e12,
+        rates=gpu(312e12, 80e9, 2.039e12, source="A100 SXM 80GB datasheet; MFU 40% assumed"),
         source="NVIDIA A100 SXM datasheet: NVLink3 300 GB/s per direction, HDR IB 25 GB/s per GPU, "
         "HBM2e 2.039 TB/s, 312 TFLOP/s BF16",
     ),
@@ -72,8 +81,22 @@ PROFILES: dict[str, CostModel] = {
         inter_alpha=8e-6,
         inter_beta=1 / 50e9,
         flops_per_s=989e12,
+        rates=gpu(989e12, 80e9, 3.35e12, source="H100 SXM 80GB datasheet; MFU 40% assumed"),
         source="NVIDIA H100 SXM datasheet: NVLink4 450 GB/s per direction, NDR IB 50 GB/s per GPU, "
         "HBM3 3.35 TB/s, 989 TFLOP/s BF16",
+    ),
+    "h200-nvlink": CostModel(
+        name="h200-nvlink",
+        alpha=4e-6,
+        beta=1 / 450e9,
+        gamma=3 / 4.8e12,
+        ranks_per_node=8,
+        inter_alpha=8e-6,
+        inter_beta=1 / 50e9,
+        flops_per_s=989e12,
+        rates=gpu(989e12, 141e9, 4.8e12, source="H200 SXM 141GB datasheet; MFU 40% assumed"),
+        source="NVIDIA H200 SXM datasheet: NVLink4 450 GB/s per direction, NDR IB 50 GB/s per GPU, "
+        "HBM3e 4.8 TB/s, 141 GB, 989 TFLOP/s BF16 (the H100's Hopper compute)",
     ),
     "rtx4090-pcie": CostModel(
         name="rtx4090-pcie",
@@ -81,6 +104,13 @@ PROFILES: dict[str, CostModel] = {
         beta=1 / 25e9,
         gamma=3 / 1.008e12,
         flops_per_s=82.6e12,
+        rates=gpu(
+            82.6e12,
+            24e9,
+            1.008e12,
+            launch_s=4e-6,
+            source="RTX 4090 (AD102) whitepaper; MFU 40% assumed",
+        ),
         source="NVIDIA Ada whitepaper: PCIe 4.0 x16 ~25 GB/s achieved (no P2P), GDDR6X 1.008 TB/s, "
         "82.6 TFLOP/s FP16 with FP32 accumulate",
     ),

@@ -20,14 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runtime import formulas
+from runtime.compute import ComputeRates
 from scenarios.params import Mode, ParamError, Params, integer
 
 # Bytes of one fp32 element: the MiniGPT trains in fp32 on this machine.
 FP32 = 4
-# A rough CPU rate for `predict` before a run has timed the MiniGPT's compute (one
-# core, small matmuls through PyTorch's eager overhead); a run replaces it with its
-# timings (runtime.costmodel.refine). Shared by every lesson that trains the MiniGPT.
-CPU_FLOPS_PER_S = 2e9
 
 
 @dataclass(frozen=True)
@@ -61,3 +58,26 @@ class GPTShape(Params):
                 f"the model has {self.parameters:,} parameters; a real run here allows at "
                 f"most {limit:,} (lower hidden or layers, or use predict)",
             )
+
+    def costs(self, rates: ComputeRates, tokens: int) -> ModelCosts:
+        """(forward, backward) seconds of each part of the MiniGPT on `tokens` tokens, before
+        any run has timed them: what every lesson that trains it estimates from."""
+        return ModelCosts(
+            embedding=rates.linear_seconds(tokens, 1, self.hidden),
+            block=rates.block_seconds(tokens, self.hidden, self.seq),
+            head=rates.linear_seconds(tokens, self.hidden, self.vocab),
+        )
+
+
+@dataclass(frozen=True)
+class ModelCosts:
+    """(forward, backward) seconds of the MiniGPT's parts: embedding, one block, head + loss."""
+
+    embedding: tuple[float, float]
+    block: tuple[float, float]
+    head: tuple[float, float]
+
+    def stage(self, blocks: int, *, first: bool, last: bool) -> tuple[float, float]:
+        """A contiguous run of `blocks` blocks, with the embedding if first, the head if last."""
+        parts = [self.block] * blocks + [self.embedding] * first + [self.head] * last
+        return sum(f for f, _ in parts), sum(b for _, b in parts)

@@ -119,17 +119,22 @@ def test_every_rule_is_a_param_error_naming_its_field(raw, mode, field):
 
 
 # -- prediction ------------------------------------------------------------------------------
-def test_estimate_keeps_the_unit_profile_and_fills_every_stage_from_flops():
+def test_estimate_keeps_the_unit_profile_and_fills_every_stage_from_the_rates():
     params = PipelineParams.parse({"schedule": "gpipe,interleaved"}, "predict")
     assert estimate(params, UNIT) is UNIT
-    model = estimate(params, PROFILES["cpu-default"])
+    profile = PROFILES["cpu-default"]
+    model = estimate(params, profile)
     keys = {a.cost_key for a in build(params).actions() if a.cost_key}
     assert keys <= set(model.compute)
-    # F = 2·(12h² per block)·tokens / rate; the last stage adds the head
-    tokens = params.microbatch_size * params.model.seq
-    rate = PROFILES["cpu-default"].flops_per_s or 2e9
-    assert model.compute["F.s0of4"] == pytest.approx(2 * 2 * 12 * 64**2 * tokens / rate)
-    assert model.compute["B.s1of8"] == pytest.approx(2 * model.compute["F.s1of8"])
+    # A middle stage of 4 holds 2 blocks: overhead + (2·12h² + 4sh)·tokens / rate each.
+    rates, shape = profile.rates, params.model
+    tokens = params.microbatch_size * shape.seq
+    flops = 2 * 12 * shape.hidden**2 * tokens + 4 * shape.seq * shape.hidden * tokens
+    block = rates.forward_overhead_s + flops / rates.forward_flops_per_s
+    assert model.compute["F.s1of4"] == pytest.approx(2 * block)
+    # the first stage adds the embedding, the last the head: both cost more
+    assert model.compute["F.s0of4"] > model.compute["F.s1of4"] < model.compute["F.s3of4"]
+    assert model.compute["Bi.s1of8"] == pytest.approx(model.compute["B.s1of8"] / 2)
 
 
 def test_a_run_refines_stage_costs_and_alpha_as_before():

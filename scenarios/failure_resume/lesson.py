@@ -39,6 +39,7 @@ from functools import partial
 from typing import Any
 
 from runtime import formulas
+from runtime.compute import TYPICAL_CPU
 from runtime.costmodel import CostModel
 from runtime.program import Action, Program
 from runtime.restart import RestartPolicy
@@ -47,11 +48,10 @@ from scenarios.base import Hooks, Lesson, RankResult, RunData
 from scenarios.failure_resume import recovery
 from scenarios.metrics import Curve, Metric
 from scenarios.params import Mode, ParamError, Params, choice, duration, integer
-from scenarios.shape import CPU_FLOPS_PER_S, FP32, GPTShape
+from scenarios.shape import FP32, GPTShape
 from scenarios.texts import load_texts
 
-# Before a run has measured it: a local disk's write rate for the checkpoint.
-DISK_BYTES_PER_S = 5e8
+# Before a run has measured it: a checkpoint's fixed cost (directories, manifest, renames).
 CHECKPOINT_FIXED_S = 0.005
 MAX_RUN_PARAMETERS = 1_000_000
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64)
@@ -203,15 +203,18 @@ def _step(
 
 
 def estimate(params: ResumeParams, model: CostModel) -> CostModel:
-    """Before a run has measured them: step costs from FLOPs, the checkpoint from a
-    disk's write rate (costs the model already has are kept)."""
-    rate = model.flops_per_s or CPU_FLOPS_PER_S
-    numel = params.parameters
-    tokens = params.batch // params.microbatches * params.model.seq
+    """Before a run has measured them, from the compute rates (runtime.compute: calibrated
+    on this machine, or a datasheet's): one leaf's forward and backward through the whole
+    model, Adam over the parameters, and a checkpoint's fsync'ed write (costs the model
+    already has are kept)."""
+    rates = model.rates or TYPICAL_CPU
+    shape = params.model
+    tokens = params.batch // params.microbatches * shape.seq
+    forward, backward = shape.costs(rates, tokens).stage(shape.layers, first=True, last=True)
     estimated = {
-        "fb": 6 * numel * tokens / rate,  # per leaf: forward 2·N·T, backward twice that
-        "opt": 12 * numel / rate,
-        "ckpt": CHECKPOINT_FIXED_S + params.checkpoint_bytes / DISK_BYTES_PER_S,
+        "fb": forward + backward,  # per leaf
+        "opt": rates.adam_seconds(params.parameters),
+        "ckpt": CHECKPOINT_FIXED_S + rates.write_seconds(params.checkpoint_bytes),
     }
     return replace(model, compute={**estimated, **model.compute})
 

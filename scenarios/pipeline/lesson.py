@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from runtime import formulas
+from runtime.compute import TYPICAL_CPU
 from runtime.costmodel import CostModel
 from runtime.program import Action, Program
 from runtime.trace import Span, Timeline, makespan
@@ -34,7 +35,7 @@ from scenarios.metrics import Metric
 from scenarios.params import Mode, ParamError, Params, choices, integer
 from scenarios.pipeline import schedules
 from scenarios.pipeline.schedules import SCHEDULES, Shape, cost_key, inflight_profile
-from scenarios.shape import CPU_FLOPS_PER_S, FP32, GPTShape
+from scenarios.shape import FP32, GPTShape
 from scenarios.texts import load_texts
 
 MAX_RUN_PARAMETERS = 2_000_000
@@ -120,22 +121,22 @@ def build(params: PipelineParams) -> Program:
 
 def estimate(params: PipelineParams, model: CostModel) -> CostModel:
     """Stage costs before a run has measured them: the profile's own when it has them
-    (unit: F = 1, B = 2 per full stage), else from FLOPs: F = 2·(matmul weights)·tokens,
-    B = 2F, split as Bi = W = F."""
+    (unit: F = 1, B = 2 per full stage), else from the compute rates (runtime.compute:
+    calibrated on this machine, or a datasheet's): the stage's blocks, with the
+    embedding on the first and the head on the last; the split backward as Bi = W = B/2."""
     if "F" in model.compute:
         return model
-    rate = model.flops_per_s or CPU_FLOPS_PER_S
-    shape = params.model
-    tokens = params.microbatch_size * shape.seq
-    costs: dict[str, float] = {}
+    costs = params.model.costs(
+        model.rates or TYPICAL_CPU, params.microbatch_size * params.model.seq
+    )
+    estimated: dict[str, float] = {}
     for schedule in params.schedule:
         stages = params.shape(schedule).virtual_stages
-        for s, count in enumerate(formulas.even_split(shape.layers, stages)):
-            head = shape.hidden * shape.vocab if s == stages - 1 else 0
-            f = 2 * (count * 12 * shape.hidden**2 + head) * tokens / rate
-            for kind, cost in (("F", f), ("B", 2 * f), ("Bi", f), ("W", f)):
-                costs[cost_key(kind, s, stages)] = cost
-    return replace(model, compute={**model.compute, **costs})
+        for s, count in enumerate(formulas.even_split(params.model.layers, stages)):
+            f, b = costs.stage(count, first=s == 0, last=s == stages - 1)
+            for kind, cost in (("F", f), ("B", b), ("Bi", b / 2), ("W", b / 2)):
+                estimated[cost_key(kind, s, stages)] = cost
+    return replace(model, compute={**model.compute, **estimated})
 
 
 # -- metrics ----------------------------------------------------------------------------------

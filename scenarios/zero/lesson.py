@@ -34,13 +34,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from runtime import formulas
+from runtime.compute import TYPICAL_CPU
 from runtime.costmodel import CostModel
 from runtime.program import Action, Program, barriers
 from runtime.trace import Timeline, makespan
 from scenarios.base import Hooks, Lesson, RunData
 from scenarios.metrics import Metric
 from scenarios.params import Mode, ParamError, Params, choice, choices, count, integer, size
-from scenarios.shape import CPU_FLOPS_PER_S, FP32, GPTShape
+from scenarios.shape import FP32, GPTShape
 from scenarios.texts import load_texts
 from scenarios.zero import memory
 from scenarios.zero.results import ZeroResult
@@ -48,7 +49,6 @@ from scenarios.zero.results import ZeroResult
 STAGES = ("ddp", "zero1", "zero2", "zero3", "fsdp2")
 MAX_RUN_PARAMETERS = 2_000_000
 # Adam's update on CPU, seconds per element (a handful of elementwise passes).
-ADAM_S_PER_ELEMENT = 5e-9
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 
 
@@ -185,24 +185,30 @@ def step_plan(stage: str, units: int) -> list[tuple[str, int | None, str, str]]:
 
 
 def estimate(params: ZeroParams, model: CostModel) -> CostModel:
-    """Compute costs before a run has timed them: F of a unit from 2·elements·tokens
-    FLOPs (+ attention), B = 2F, Adam per element it updates."""
-    rate = model.flops_per_s or CPU_FLOPS_PER_S
+    """Compute costs before a run has timed them, from the compute rates (runtime.compute:
+    calibrated on this machine, or a datasheet's): a unit's forward is its operators'
+    overhead plus 2·elements·tokens FLOPs (+ attention in a block), its backward twice
+    the FLOPs; Adam per element each rank updates. Elements follow Ψ, so a 7B model
+    costs a 7B model's FLOPs whatever the shape knobs."""
+    rates = model.rates or TYPICAL_CPU
     shape = params.model
     tokens = params.microbatch * shape.seq
     numels = memory.program_units(params)
-    costs: dict[str, float] = {}
+    estimated: dict[str, float] = {}
     for u, numel in enumerate(numels):
         blocks = 1 if 0 < u < len(numels) - 1 else (shape.layers if len(numels) == 1 else 0)
-        attention = 4 * shape.seq * shape.hidden * tokens * blocks
-        f = (2 * numel * tokens + attention) / rate
-        costs[f"F.u{u}"], costs[f"B.u{u}"] = f, 2 * f
-    costs["F.fsdp2"] = sum(costs[f"F.u{u}"] for u in range(len(numels)))
-    costs["B.fsdp2"] = 2 * costs["F.fsdp2"]
+        flops = 2 * numel * tokens + 4 * shape.seq * shape.hidden * tokens * blocks
+        calls = max(blocks, 1)  # a lumped unit launches every block's operators
+        estimated[f"F.u{u}"] = calls * rates.forward_overhead_s + flops / rates.forward_flops_per_s
+        estimated[f"B.u{u}"] = (
+            calls * rates.backward_overhead_s + 2 * flops / rates.backward_flops_per_s
+        )
+    estimated["F.fsdp2"] = sum(estimated[f"F.u{u}"] for u in range(len(numels)))
+    estimated["B.fsdp2"] = sum(estimated[f"B.u{u}"] for u in range(len(numels)))
     for stage in STAGES:
         local = params.psi if stage == "ddp" else params.psi / params.ranks
-        costs[f"opt.{stage}"] = local * ADAM_S_PER_ELEMENT
-    return replace(model, compute={**model.compute, **costs})
+        estimated[f"opt.{stage}"] = rates.adam_seconds(local)
+    return replace(model, compute={**model.compute, **estimated})
 
 
 # -- metrics ------------------------------------------------------------------------------

@@ -1,0 +1,129 @@
+"""How fast a rank computes: the compute half of the cost model, measured or from a datasheet.
+
+In DESIGN.md's picture this is part of the CostModel the simulator uses, for
+the compute Actions of the lessons that train the MiniGPT (a Transformer block
+costs what its matmuls cost, plus what launching its operators costs). Before
+any run has timed the lesson's own steps, every lesson estimates them from
+these rates (`block_seconds`, `linear_seconds`, `adam_seconds`); after a run,
+the lesson's measured costs replace the estimates (runtime.costmodel.refine).
+
+- On this machine, `playground calibrate` measures them (runtime.calibration_rank):
+  a MiniGPT block's forward and backward at a few shapes, in CPU seconds, with
+  the threads a rank runs with and every rank busy at once, fitted to
+  t = overhead + flops / rate; Adam per element; the disk's fsync'ed write rate.
+  CPU seconds are what one core spends alone: the simulator adds the sharing of
+  cores among ranks itself (CostModel.cores), so it must not be counted twice.
+- On a GPU profile (runtime.profiles) they come from the datasheet's peak FLOP/s
+  times the achieved fraction (MFU) the profile assumes, and a kernel-launch
+  overhead; each profile names its sources.
+
+Pure: stdlib only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ComputeRates:
+    forward_flops_per_s: float  # effective, at the shapes the lessons use
+    backward_flops_per_s: float  # backward does twice the forward's FLOPs
+    forward_overhead_s: float  # per block forward: operator launches, eager overhead
+    backward_overhead_s: float
+    adam_s_per_element: float  # one Adam update of one fp32 parameter
+    disk_bytes_per_s: float = 5e8  # writing a checkpoint, fsync included
+    peak_flops_per_s: float | None = None  # a datasheet's figure, when there is one
+    achieved_fraction: float | None = None  # MFU assumed against that peak
+    memory_bytes: float | None = None  # one device's memory (a datasheet's)
+    source: str = ""
+
+    def block_seconds(self, tokens: int, hidden: int, seq: int) -> tuple[float, float]:
+        """(forward, backward) of one pre-norm Transformer block on `tokens` tokens:
+        2·12·h² FLOPs per token in its matmuls, 4·s·h in attention."""
+        flops = 2 * 12 * hidden * hidden * tokens + 4 * seq * hidden * tokens
+        return (
+            self.forward_overhead_s + flops / self.forward_flops_per_s,
+            self.backward_overhead_s + 2 * flops / self.backward_flops_per_s,
+        )
+
+    def linear_seconds(self, tokens: int, fan_in: int, fan_out: int) -> tuple[float, float]:
+        """(forward, backward) of one linear map (an embedding lookup or the head);
+        charged a third of a block's operator overhead."""
+        flops = 2 * fan_in * fan_out * tokens
+        return (
+            self.forward_overhead_s / 3 + flops / self.forward_flops_per_s,
+            self.backward_overhead_s / 3 + 2 * flops / self.backward_flops_per_s,
+        )
+
+    def adam_seconds(self, elements: float) -> float:
+        return elements * self.adam_s_per_element
+
+    def write_seconds(self, nbytes: float) -> float:
+        return nbytes / self.disk_bytes_per_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ComputeRates:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def fit_rates(samples: list[tuple[float, float]]) -> tuple[float, float]:
+    """t = overhead + flops / rate over (flops, seconds) samples: (overhead_s, flops_per_s).
+
+    Weighted by 1/t², i.e. least squares of the *relative* error: the samples span
+    orders of magnitude (a tiny block is all overhead, a large one all FLOPs), and an
+    ordinary fit would let the largest decide the overhead of the smallest."""
+    weights = [1.0 / (y * y) for _, y in samples]
+    total = sum(weights)
+    mean_x = sum(w * x for w, (x, _) in zip(weights, samples, strict=True)) / total
+    mean_y = sum(w * y for w, (_, y) in zip(weights, samples, strict=True)) / total
+    var = sum(w * (x - mean_x) ** 2 for w, (x, _) in zip(weights, samples, strict=True))
+    cov = sum(w * (x - mean_x) * (y - mean_y) for w, (x, y) in zip(weights, samples, strict=True))
+    slope = max(cov / var if var else 0.0, 1e-15)  # seconds per FLOP
+    overhead = max(mean_y - slope * mean_x, 0.0)
+    return overhead, 1.0 / slope
+
+
+# One core of a typical recent x86 CPU running PyTorch eagerly, for a machine that was
+# never calibrated (the `cpu-default` profile); `playground calibrate` measures yours.
+TYPICAL_CPU = ComputeRates(
+    forward_flops_per_s=40e9,
+    backward_flops_per_s=40e9,
+    forward_overhead_s=150e-6,
+    backward_overhead_s=400e-6,
+    adam_s_per_element=3e-9,
+    disk_bytes_per_s=5e8,
+    source="typical one-core figures of PyTorch on a recent x86 CPU (not measured here)",
+)
+
+
+def gpu(
+    peak_flops_per_s: float,
+    memory_bytes: float,
+    memory_bytes_per_s: float,
+    *,
+    achieved_fraction: float = 0.4,
+    launch_s: float = 5e-6,
+    source: str,
+) -> ComputeRates:
+    """A datasheet GPU: matmuls at `achieved_fraction` (MFU) of the peak; a block costs
+    about 12 kernel launches forward and 24 backward; Adam streams 28 bytes per
+    element (reads parameter, gradient and two moments, writes three) through HBM; a
+    checkpoint is written to an NVMe disk at about 2 GB/s."""
+    rate = peak_flops_per_s * achieved_fraction
+    return ComputeRates(
+        forward_flops_per_s=rate,
+        backward_flops_per_s=rate,
+        forward_overhead_s=12 * launch_s,
+        backward_overhead_s=24 * launch_s,
+        adam_s_per_element=28 / memory_bytes_per_s,
+        disk_bytes_per_s=2e9,
+        peak_flops_per_s=peak_flops_per_s,
+        achieved_fraction=achieved_fraction,
+        memory_bytes=memory_bytes,
+        source=source,
+    )
