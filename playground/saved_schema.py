@@ -163,6 +163,10 @@ def decode(data: bytes, kind: type[Struct]) -> Any:
         raise SavedRunError(str(exc).splitlines()[0]) from None
     except msgspec.DecodeError as exc:
         raise SavedRunError(f"not JSON ({str(exc).splitlines()[0]})") from None
+    except RecursionError:
+        # msgspec recurses into what it skips (an unknown key) and into `Any` (a torchrun
+        # rank's result): `[[[[...]]]]` a few thousand deep overflows it.
+        raise SavedRunError("nested too deeply") from None
 
 
 def span(doc: SpanDoc) -> Span:
