@@ -285,6 +285,19 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                 path=calibration.cache_file(),
             )
         )
+        rates = model.rates
+        if rates is not None:
+            print(
+                t(
+                    "cli.calibrated_compute",
+                    fo=format_seconds(rates.forward_overhead_s),
+                    fr=f"{rates.forward_flops_per_s / 1e9:.1f}",
+                    bo=format_seconds(rates.backward_overhead_s),
+                    br=f"{rates.backward_flops_per_s / 1e9:.1f}",
+                    adam=f"{rates.adam_s_per_element * 1e9:.2f}",
+                    disk=f"{rates.disk_bytes_per_s / 1e6:.0f}",
+                )
+            )
     return 0
 
 
