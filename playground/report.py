@@ -19,6 +19,9 @@ from pathlib import Path
 from playground.formatting import metric_lines, plain
 from playground.i18n import t
 from playground.session import Outcome, UsageError
+from runtime import calibration
+from runtime.costmodel import CostModel
+from runtime.units import format_seconds
 
 
 def report(outcome: Outcome, args: argparse.Namespace) -> int:
@@ -51,10 +54,12 @@ def report(outcome: Outcome, args: argparse.Namespace) -> int:
         for line in metric_lines(outcome.metrics, words):
             print(plain(line))
         if outcome.run_dir:
-            print(t("cli.run_dir", path=outcome.run_dir))
+            # plain: a replayed torchrun dir's name is whatever the archive held.
+            print(t("cli.run_dir", path=plain(outcome.run_dir)))
     for path in (args.export, args.trace):
         if path:
-            print(t("cli.exported", path=path), file=sys.stderr if args.json else sys.stdout)
+            out = sys.stderr if args.json else sys.stdout
+            print(t("cli.exported", path=plain(path)), file=out)
     return 0
 
 
@@ -80,3 +85,33 @@ def check_outputs(args: argparse.Namespace) -> None:
         except OSError as exc:
             reason = exc.strerror or str(exc)
             raise UsageError(f"{flag} {plain(path)}: cannot write there ({reason})") from None
+
+
+def report_calibration(model: CostModel, as_json: bool) -> None:
+    """What `playground calibrate` measured: links, then compute (runtime.compute)."""
+    if as_json:
+        print(json.dumps(model.describe(), allow_nan=False))
+        return
+    print(
+        t(
+            "cli.calibrated",
+            name=plain(model.name),
+            alpha=format_seconds(model.alpha),
+            bw=f"{1 / model.beta / 1e9:.2f}",
+            gbw=f"{1 / model.gamma / 1e9:.2f}",
+            path=calibration.cache_file(),
+        )
+    )
+    rates = model.rates
+    if rates is not None:
+        print(
+            t(
+                "cli.calibrated_compute",
+                fo=format_seconds(rates.forward_overhead_s),
+                fr=f"{rates.forward_flops_per_s / 1e9:.1f}",
+                bo=format_seconds(rates.backward_overhead_s),
+                br=f"{rates.backward_flops_per_s / 1e9:.1f}",
+                adam=f"{rates.adam_s_per_element * 1e9:.2f}",
+                disk=f"{rates.disk_bytes_per_s / 1e6:.0f}",
+            )
+        )
