@@ -29,9 +29,8 @@ from typing import NoReturn
 
 from playground.formatting import plain
 from playground.i18n import t
-from playground.report import check_outputs, report
+from playground.report import check_outputs, report, report_calibration
 from playground.session import UsageError
-from runtime.units import format_seconds
 
 
 class _Parser(argparse.ArgumentParser):
@@ -262,7 +261,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from playground import session
-    from runtime import calibration
     from runtime.launch import RunFailed
 
     if not 2 <= args.ranks <= 16:
@@ -272,32 +270,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     except RunFailed as exc:
         print(f"playground: {t('cli.run_failed', error=exc)}", file=sys.stderr)
         return 1
-    if args.json:
-        print(json.dumps(model.describe()))
-    else:
-        print(
-            t(
-                "cli.calibrated",
-                name=model.name,
-                alpha=format_seconds(model.alpha),
-                bw=f"{1 / model.beta / 1e9:.2f}",
-                gbw=f"{1 / model.gamma / 1e9:.2f}",
-                path=calibration.cache_file(),
-            )
-        )
-        rates = model.rates
-        if rates is not None:
-            print(
-                t(
-                    "cli.calibrated_compute",
-                    fo=format_seconds(rates.forward_overhead_s),
-                    fr=f"{rates.forward_flops_per_s / 1e9:.1f}",
-                    bo=format_seconds(rates.backward_overhead_s),
-                    br=f"{rates.backward_flops_per_s / 1e9:.1f}",
-                    adam=f"{rates.adam_s_per_element * 1e9:.2f}",
-                    disk=f"{rates.disk_bytes_per_s / 1e6:.0f}",
-                )
-            )
+    report_calibration(model, args.json)
     return 0
 
 
