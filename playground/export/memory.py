@@ -80,7 +80,7 @@ def build_memory_figure(outcome: Outcome) -> go.Figure | None:
             fig.add_trace(
                 go.Bar(
                     name=escape(category),
-                    legendgroup=category,
+                    legendgroup=escape(category),  # escaped like the name it groups
                     showlegend=col == 1,
                     x=labels,
                     y=values,

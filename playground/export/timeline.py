@@ -108,7 +108,9 @@ def build_figure(outcome: Outcome) -> go.Figure:
                 go.Bar(
                     orientation="h",
                     name=escape(kind),
-                    legendgroup=kind,
+                    # Escaped too: not rendered by plotly.js, but the file must hold no
+                    # markup from a saved run anywhere (a kind is free text there).
+                    legendgroup=escape(kind),
                     showlegend=kind not in in_legend,
                     marker={"color": kind_color(kind), "line": {"width": 0.5, "color": "white"}},
                     y=[f"rank {s.rank}" for s in spans],
