@@ -95,15 +95,16 @@ def _replay_dir(path: Path) -> Outcome:
         rank_file = path / f"rank{rank}.json"
         if not rank_file.is_file():
             raise UsageError(f"{plain(path)} lacks {rank_file.name}: rank {rank} did not finish")
-        doc: schema.TorchrunRank = schema.decode(_read(rank_file), schema.TorchrunRank)
+        try:
+            doc: schema.TorchrunRank = schema.decode(_read(rank_file), schema.TorchrunRank)
+            schema.check_costs(doc.result)
+            decode_results(lesson, [doc.result])
+        except ValueError as exc:  # SavedRunError too: say which of the files is wrong
+            raise schema.SavedRunError(f"{rank_file.name}: {exc}") from None
         if doc.rank != rank or any(s.rank != rank for s in doc.spans):
             raise schema.SavedRunError(f"{rank_file.name} holds records of another rank")
         timelines.append(schema.timeline(doc.spans, doc.counters))
         raw_results.append(doc.result)
-    try:
-        decode_results(lesson, raw_results)
-    except ValueError as exc:
-        raise schema.SavedRunError(str(exc)) from None
     model = calibration.lookup(meta.backend, meta.world_size, nearest=True)
     launched = LaunchResult(
         sorted((s for t in timelines for s in t.spans), key=lambda s: (s.start, s.rank)),

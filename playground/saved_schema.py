@@ -149,6 +149,19 @@ class TorchrunRank(Struct, frozen=True):
     torch_version: Name | None = None
 
 
+Seconds = Annotated[float, Meta(ge=0, le=1e6)]
+
+
+class RankCosts(Struct, frozen=True):
+    """What a torchrun rank's result refines the prediction with (RankResult's
+    compute_costs and p2p, runtime.costmodel.refine), bounded: the lesson's own result
+    type lets any float through, and 1e308 seconds made the prediction infinite (a
+    DeadlockError traceback, or a profile its own replay refuses)."""
+
+    compute_costs: Annotated[dict[Name, Seconds], Meta(max_length=100_000)] = {}
+    p2p: Annotated[list[tuple[Bytes, Seconds]], Meta(max_length=100_000)] = []
+
+
 class SavedRunError(ValueError):
     """A saved run that is not one: the message names the first bad field."""
 
@@ -167,6 +180,14 @@ def decode(data: bytes, kind: type[Struct]) -> Any:
         # msgspec recurses into what it skips (an unknown key) and into `Any` (a torchrun
         # rank's result): `[[[[...]]]]` a few thousand deep overflows it.
         raise SavedRunError("nested too deeply") from None
+
+
+def check_costs(result: dict[str, Any]) -> None:
+    """A rank's result refines the prediction only with costs in range (RankCosts)."""
+    try:
+        msgspec.convert(result, RankCosts)
+    except msgspec.ValidationError as exc:
+        raise SavedRunError(str(exc).splitlines()[0]) from None
 
 
 def span(doc: SpanDoc) -> Span:
