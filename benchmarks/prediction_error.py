@@ -1,0 +1,84 @@
+"""How far the prediction is from the run, per lesson: before any run and after one.
+
+    python benchmarks/prediction_error.py [--runs 5] [--lessons ring-allreduce zero ...]
+
+For each lesson at its defaults (the pipeline with every schedule), on this
+machine's calibration (`playground calibrate` first, or the first run does it):
+
+- before: `predict` alone (compute from the calibrated rates, runtime.compute),
+  against the median of the runs' measurements;
+- after: each run's own prediction, refined with what its ranks measured, against
+  that run's measurement; the median of the errors over the runs.
+
+The quantity is each lesson's headline time: the all-reduce's `time_s`, each ZeRO
+stage's and pipeline schedule's `makespan_s`, failure-resume's median `step_s`.
+Timings are only asserted here, never in tests; this machine's noise (other
+processes, 4 ranks on 2 cores) is the spread the table shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from playground import session  # noqa: E402
+from runtime.units import format_seconds  # noqa: E402
+
+LESSONS = {
+    "ring-allreduce": ({"ranks": "4"}, "time_s"),
+    "zero": ({}, "makespan_s"),
+    "pipeline": ({"schedule": "gpipe,1f1b,interleaved,zb-h1"}, "makespan_s"),
+    "failure-resume": ({}, "step_s"),
+}
+
+
+def pairs(outcome: session.Outcome, name: str) -> dict[str | None, tuple[float, float]]:
+    """(measured, predicted) of metric `name` per series."""
+    return {
+        m.series: (m.value, m.predicted)
+        for m in outcome.metrics
+        if m.name == name and isinstance(m.value, float) and isinstance(m.predicted, float)
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--lessons", nargs="+", default=list(LESSONS))
+    args = parser.parse_args()
+    header = f"{'lesson':<15} {'series':<12} {'measured':>9} {'before':>9} {'err':>6} {'after err':>9} {'spread':>13}"
+    print(f"prediction error, median of {args.runs} runs")
+    print(header)
+    print("-" * len(header))
+    for name in args.lessons:
+        raw, metric = LESSONS[name]
+        runs = [session.run(name, raw) for _ in range(args.runs)]  # the first may calibrate
+        before = {
+            m.series: m.predicted
+            for m in session.predict(name, raw).metrics
+            if m.name == metric and m.predicted is not None
+        }
+        per_series: dict[str | None, list[tuple[float, float]]] = {}
+        for outcome in runs:
+            for series, pair in pairs(outcome, metric).items():
+                per_series.setdefault(series, []).append(pair)
+        for series, values in per_series.items():
+            measured = [m for m, _ in values]
+            median = statistics.median(measured)
+            after = statistics.median(abs(p - m) / m for m, p in values)
+            ahead = before.get(series)
+            error = abs(ahead - median) / median if ahead else float("nan")
+            spread = f"{format_seconds(min(measured))}–{format_seconds(max(measured))}"
+            print(
+                f"{name:<15} {series or '—':<12} {format_seconds(median):>9} "
+                f"{format_seconds(ahead) if ahead else '—':>9} {error:>6.1%} {after:>9.1%} {spread:>13}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
