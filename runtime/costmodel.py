@@ -66,10 +66,18 @@ class CostModel:
             return self.alpha, self.beta
         return self.inter_alpha, self.inter_beta
 
-    def group_link(self, group: tuple[int, ...]) -> tuple[float, float]:
-        """The slowest link a ring over this group crosses."""
-        links = [self.link(group[i], group[(i + 1) % len(group)]) for i in range(len(group))]
-        return max(a for a, _ in links), max(b for _, b in links)
+    def group_link(self, group: Sequence[int]) -> tuple[float, float]:
+        """The slowest link a ring over this group crosses: an inter-node one as soon
+        as the group spans two nodes (a ring that leaves a node comes back to it),
+        else the intra-node one. O(1) on one node, so a million ranks cost nothing."""
+        if (
+            self.ranks_per_node is None
+            or self.inter_alpha is None
+            or self.inter_beta is None
+            or _on_one_node(group, self.ranks_per_node)
+        ):
+            return self.alpha, self.beta
+        return max(self.alpha, self.inter_alpha), max(self.beta, self.inter_beta)
 
     def p2p_time(self, src: int, dst: int, nbytes: int) -> float:
         alpha, beta = self.link(src, dst)
@@ -137,6 +145,16 @@ class CostModel:
         if isinstance(data.get("rates"), dict):
             data["rates"] = ComputeRates.from_dict(data["rates"])
         return cls(**data)
+
+
+def _on_one_node(group: Sequence[int], ranks_per_node: int) -> bool:
+    """Whether every member of `group` is on one node. A `range` (the million ranks of
+    a lumped prediction) is read from its ends."""
+    if isinstance(group, range) and group.step > 0:
+        lo, hi = group.start, group[-1]
+    else:
+        lo, hi = min(group), max(group)
+    return lo // ranks_per_node == hi // ranks_per_node
 
 
 def refine(

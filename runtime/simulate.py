@@ -46,24 +46,36 @@ computing meanwhile.
 When no rank can move and some are not finished, the Program is deadlocked:
 DeadlockError names each stuck rank, its action and what it waits for.
 
+How: each Action is compiled into an op of plain numbers (its seconds, its
+link and channel) and runtime.eventloop runs them; a lesson predicting at a
+scale where building every Action is slow compiles its own ops and runs the
+same loop. `simulate_lockstep` is the closed form for ranks that are all
+alike (the same actions, costs and groups: data parallelism): they move in
+lockstep, so one of them stands for all.
+
 Pure: stdlib only.
 """
 
 from __future__ import annotations
 
-import heapq
-import math
-from collections import defaultdict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from runtime.costmodel import CostModel
+from runtime.eventloop import (
+    COLLECTIVE,
+    COMPUTE,
+    RECV,
+    SEND,
+    SENDRECV,
+    CollectiveMismatch,
+    Op,
+    Run,
+    run_ops,
+)
 from runtime.program import Action, Program, ProgramError
 from runtime.trace import Span, Timeline
-
-# Compute jobs whose finish tags differ by less than this (relative) end together:
-# tags reached by different sums of the same durations can differ in the last
-# bits, and an extra event a few ulps later would only split one instant in two.
-_TIE = 1e-12
 
 
 @dataclass(frozen=True)
@@ -93,204 +105,111 @@ def span_for(action: Action, start: float, end: float) -> Span:
     )
 
 
-class _CoreSharing:
-    """Compute actions sharing the model's CPU cores (egalitarian processor sharing).
-
-    Every computing rank progresses at the same rate, CostModel.core_share(k)
-    = min(1, cores/k) while k of them compute. So rather than decrementing
-    each one's remaining work at every event, we keep one work clock
-    `work_done`, the integral of that rate over time: a compute of base length
-    w started when the clock read V ends when it reads V + w, its tag. Computes therefore end in tag order (a heap), an event costs
-    O(log k), and computes with equal tags end at the same instant exactly.
-    """
-
-    def __init__(self, model: CostModel) -> None:
-        self.model = model
-        self.now = 0.0
-        self.work_done = 0.0
-        # (tag, rank, start, action); a rank runs one compute at a time, so
-        # (tag, rank) is unique and the Action is never compared.
-        self.jobs: list[tuple[float, int, float, Action]] = []
-
-    def rate(self) -> float:
-        return self.model.core_share(len(self.jobs))
-
-    def advance(self, t: float) -> None:
-        """Move the clock to `t`, crediting the computes in flight."""
-        if t > self.now:
-            if self.jobs:
-                self.work_done += self.rate() * (t - self.now)
-            self.now = t
-
-    def start(self, action: Action, base: float, t: float) -> None:
-        self.advance(t)
-        heapq.heappush(self.jobs, (self.work_done + base, action.rank, t, action))
-
-    def next_end(self) -> float:
-        if not self.jobs:
-            return math.inf
-        left = self.jobs[0][0] - self.work_done
-        # An advance may land a rounding error short of (or past) a tag: that
-        # compute is due now, not a few ulps later as an event of its own.
-        if left <= _TIE * abs(self.work_done):
-            return self.now
-        return self.now + left / self.rate()
-
-    def pop_ended(self) -> list[tuple[float, Action]]:
-        """Advance to the next compute end; return (start, action) of all ending then."""
-        end = self.next_end()
-        tag = self.jobs[0][0]
-        # Land exactly on the tag and time rather than on rate·dt sums, so the
-        # finishing jobs leave no residue that would need another event.
-        self.now = end
-        self.work_done = max(self.work_done, tag)
-        limit = self.work_done + _TIE * abs(self.work_done)
-        ended = []
-        while self.jobs and self.jobs[0][0] <= limit:
-            _, _, start, action = heapq.heappop(self.jobs)
-            ended.append((start, action))
-        return ended
-
-
 def simulate(program: Program, model: CostModel) -> Timeline:
     """Run `program` on a virtual clock; return the predicted Timeline."""
-    n = program.world_size
-    ranks = program.ranks
-    pc = [0] * n
-    spans: list[Span] = []
-    # When each rank is free to start its next action: (time, rank). A rank has
-    # at most one entry, and ties go to the lower rank, so runs are deterministic.
-    ready: list[tuple[float, int]] = [(0.0, r) for r in range(n) if ranks[r]]
-    heapq.heapify(ready)
-    # Without a core count every compute runs at base speed and ends where it
-    # starts plus its duration, exactly, with no sharing bookkeeping.
-    sharing = _CoreSharing(model) if model.cores is not None and model.cores > 0 else None
-
-    # Arrival times of the messages posted on each channel (src, dst, tag).
-    mailbox: dict[tuple[int, int, int], deque[float]] = defaultdict(deque)
-    link_free: dict[tuple[int, int], float] = defaultdict(float)
-    # channel -> the recv or sendrecv that dst is blocked in, and when it began.
-    waiting: dict[tuple[int, int, int], tuple[Action, float]] = {}
-    collective_seq: dict[tuple[int, int], int] = defaultdict(int)
-    arrivals: dict[tuple[int, int], dict[int, float]] = defaultdict(dict)
-    registered: dict[int, tuple[int, int]] = {}
-    group_ids: dict[int, int] = {}  # id(group tuple) -> small int
-    distinct_groups: dict[tuple[int, ...], int] = {}
-
-    def group_key(action: Action) -> int:
-        # Hashing a 4096-rank group tuple on every step would make large
-        # collectives quadratic; scenarios share one tuple object per group.
-        group = action.group or ()
-        gid = group_ids.get(id(group))
-        if gid is None:
-            gid = group_ids[id(group)] = distinct_groups.setdefault(group, len(distinct_groups))
-        return gid
-
-    def finish(action: Action, start: float, end: float) -> None:
-        rank = action.rank
-        spans.append(span_for(action, start, end))
-        pc[rank] += 1
-        if pc[rank] < len(ranks[rank]):
-            heapq.heappush(ready, (end, rank))
-
-    def receive(action: Action, start: float, arrive: float) -> None:
-        nbytes = action.recv_bytes if action.kind == "sendrecv" else action.bytes
-        finish(action, start, max(start, arrive) + (model.gamma * nbytes if action.reduce else 0.0))
-
-    def post(action: Action, t: float) -> float:
-        # Only src posts on (src, dst), in its program order, so the link queue
-        # is in program order however the events of other ranks interleave.
-        src, dst = action.rank, action.dst
-        alpha, beta = model.link(src, dst)
-        leave = max(t, link_free[(src, dst)])
-        arrive = leave + alpha + action.bytes * beta
-        link_free[(src, dst)] = arrive
-        channel = (src, dst, action.arg("tag", 0))
-        mailbox[channel].append(arrive)
-        blocked = waiting.pop(channel, None)
-        if blocked is not None:
-            receive(blocked[0], blocked[1], mailbox[channel].popleft())
-        return arrive
-
-    def take(action: Action, t: float) -> None:
-        channel = (action.src, action.rank, action.arg("tag", 0))
-        box = mailbox[channel]
-        if box:
-            receive(action, t, box.popleft())
-        else:
-            waiting[channel] = (action, t)
-
-    def start(rank: int, t: float) -> None:
-        action = ranks[rank][pc[rank]]
-        kind = action.kind
-        if kind == "send":
-            arrive = post(action, t)
-            finish(action, t, t if action.arg("nonblocking", False) else arrive)
-        elif kind == "recv":
-            take(action, t)
-        elif kind == "sendrecv":
-            post(action, t)
-            take(action, t)
-        elif action.is_collective:
-            gid = group_key(action)
-            key = (gid, collective_seq[(rank, gid)])
-            collective_seq[(rank, gid)] += 1
-            registered[rank] = key
-            members = arrivals[key]
-            members[rank] = t
-            group = action.group or ()
-            if len(members) < len(group):
-                return
-            heads = [ranks[m][pc[m]] for m in group]
-            kinds = {(h.kind, h.bytes) for h in heads}
-            if len(kinds) != 1:
-                raise ProgramError(
-                    "collective mismatch in group "
-                    + ", ".join(f"rank {h.rank}: {h.kind} {h.bytes}B ({h.id})" for h in heads)
-                )
-            end = max(members.values()) + model.collective_time(action)
-            del arrivals[key]
-            for head in heads:
-                registered.pop(head.rank)
-                finish(head, members[head.rank], end)
-        elif sharing is None:
-            finish(action, t, t + model.compute_time(action))
-        else:
-            sharing.start(action, model.compute_time(action), t)
-
-    while True:
-        compute_end = sharing.next_end() if sharing is not None else math.inf
-        # Computes ending at the same instant as a rank becomes free end first:
-        # the order does not change any rate, as no time passes in between.
-        if ready and ready[0][0] < compute_end:
-            t, rank = heapq.heappop(ready)
-            if sharing is not None:
-                sharing.advance(t)
-            start(rank, t)
-        elif compute_end < math.inf:
-            assert sharing is not None
-            for begun, action in sharing.pop_ended():
-                finish(action, begun, sharing.now)
-        else:
-            break
-
-    stuck = [r for r in range(n) if pc[r] < len(ranks[r])]
+    ops, groups = compile_program(program, model)
+    try:
+        run = run_ops(ops, groups, model)
+    except CollectiveMismatch as exc:
+        heads = [program.ranks[r][i] for r, i in exc.heads]
+        raise ProgramError(
+            "collective mismatch in group "
+            + ", ".join(f"rank {h.rank}: {h.kind} {h.bytes}B ({h.id})" for h in heads)
+        ) from None
+    stuck = run.stuck()
     if stuck:
-        raise DeadlockError([_why_stuck(program, r, pc[r], registered, arrivals) for r in stuck])
+        raise DeadlockError([_why_stuck(program, r, run) for r in stuck])
+    spans: list[Span] = []
+    done = [0] * program.world_size
+    for rank in run.order:  # in the order the actions ended, as they were simulated
+        i = done[rank]
+        done[rank] = i + 1
+        spans.append(span_for(program.ranks[rank][i], run.starts[rank][i], run.ends[rank][i]))
     return Timeline(spans=spans)
 
 
-def _why_stuck(
-    program: Program,
-    rank: int,
-    pc: int,
-    registered: dict[int, tuple[int, int]],
-    arrivals: dict[tuple[int, int], dict[int, float]],
-) -> StuckRank:
-    action = program.ranks[rank][pc]
+def compile_program(
+    program: Program, model: CostModel
+) -> tuple[list[list[Op]], list[tuple[int, ...]]]:
+    """Each rank's Actions as ops (runtime.eventloop), and the collective groups."""
+    group_ids: dict[int, int] = {}  # id(group tuple) -> group id
+    distinct: dict[tuple[int, ...], int] = {}
+    groups: list[tuple[int, ...]] = []
+    seconds: dict[tuple[Any, ...], float] = {}
+
+    def group_id(group: tuple[int, ...]) -> int:
+        # Hashing a 4096-rank group tuple for every action would make large
+        # collectives quadratic; scenarios share one tuple object per group.
+        gid = group_ids.get(id(group))
+        if gid is None:
+            gid = distinct.get(group)
+            if gid is None:
+                gid = distinct[group] = len(groups)
+                groups.append(group)
+            group_ids[id(group)] = gid
+        return gid
+
+    ops: list[list[Op]] = []
+    for rank, actions in enumerate(program.ranks):
+        row: list[Op] = []
+        for a in actions:
+            kind = a.kind
+            if kind == "send" or kind == "sendrecv":
+                alpha, beta = model.link(rank, a.dst)  # type: ignore[arg-type]
+                out = (rank, a.dst, a.arg("tag", 0))
+                if kind == "send":
+                    nonblocking = bool(a.arg("nonblocking", False))
+                    row.append((SEND, (rank, a.dst), alpha, a.bytes * beta, out, nonblocking))
+                else:
+                    into = (a.src, rank, a.arg("tag", 0))
+                    reduce = model.gamma * a.recv_bytes if a.reduce else 0.0
+                    link = (rank, a.dst)
+                    row.append((SENDRECV, link, alpha, a.bytes * beta, out, into, reduce))
+            elif kind == "recv":
+                reduce = model.gamma * a.bytes if a.reduce else 0.0
+                row.append((RECV, (a.src, rank, a.arg("tag", 0)), reduce))
+            elif a.is_collective:
+                gid = group_id(a.group or ())
+                key = (kind, a.bytes, a.algorithm, gid)
+                if key not in seconds:
+                    seconds[key] = model.collective_time(a)
+                row.append((COLLECTIVE, gid, seconds[key], (kind, a.bytes)))
+            else:
+                row.append((COMPUTE, model.compute_time(a)))
+        ops.append(row)
+    return ops, groups
+
+
+def simulate_lockstep(
+    actions: Sequence[Action], model: CostModel, copies: int, start: float = 0.0
+) -> list[Span]:
+    """The spans of one rank that stands for `copies` ranks all alike: the same
+    actions with the same costs, every collective over all of them (data
+    parallelism). They start together and stay in lockstep, so each action starts
+    when the one before it ends: a compute takes its cost over the core share of
+    `copies` ranks computing at once, a collective its formula (no member waits
+    for another). What simulating all `copies` ranks gives, without listing them.
+    The first action starts at `start`."""
+    share = model.core_share(copies)
+    spans: list[Span] = []
+    t = start
+    for action in actions:
+        if action.is_p2p:
+            raise ValueError(f"{action.id}: a lockstep rank has no peer to message")
+        if action.is_collective:
+            end = t + model.collective_time(action)
+        else:
+            end = t + model.compute_time(action) / share
+        spans.append(span_for(action, t, end))
+        t = end
+    return spans
+
+
+def _why_stuck(program: Program, rank: int, run: Run) -> StuckRank:
+    action = program.ranks[rank][run.pc[rank]]
     if action.is_collective:
-        key = registered.get(rank)
-        here = set(arrivals.get(key, {})) if key else set()
+        key = run.registered.get(rank)
+        here = set(run.arrivals.get(key, {})) if key else set()
         missing = sorted(set(action.group or ()) - here)
         return StuckRank(
             rank, action.id, f"{action.kind} with rank(s) {missing}, which never arrive"

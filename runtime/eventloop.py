@@ -1,0 +1,262 @@
+"""The simulator's event loop, on compiled ops: what runtime.simulate runs a Program with.
+
+Part of DESIGN.md's second engine. runtime.simulate compiles each Action into
+an op, a plain tuple of the numbers the loop needs (a compute's seconds, a
+message's link, latency, bytes·beta and channel, a collective's group and
+seconds), and runs them here; a lesson that must predict at a scale where
+building every Action would be slow (a 64-stage pipeline of 256 microbatches)
+compiles its ops directly from its schedule and runs the same loop, so both
+paths share one semantics (runtime.simulate's docstring states it).
+
+Ops (tuples, first item the code):
+- (COMPUTE, seconds): the base duration, with a core to itself;
+- (SEND, link, alpha, bytes_beta, channel, nonblocking);
+- (RECV, channel, reduce_seconds);
+- (SENDRECV, link, alpha, bytes_beta, out_channel, in_channel, reduce_seconds);
+- (COLLECTIVE, group_id, seconds, signature): the members must agree on the
+  signature (kind, bytes).
+`link` and `channel` are any hashable keys: messages on one link queue one
+after another; on one channel they pair in order.
+
+An op that ends at the very instant it starts (a non-blocking send, a receive
+whose message is already there) is followed at once by the rank's next op,
+without a trip through the event queue, unless a compute is due at that
+instant (computes due first end first, as they always do).
+
+Pure: stdlib only.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict, deque
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.costmodel import CostModel
+
+COMPUTE, SEND, RECV, SENDRECV, COLLECTIVE = range(5)
+
+Op = tuple[Any, ...]
+
+# Compute jobs whose finish tags differ by less than this (relative) end together:
+# tags reached by different sums of the same durations can differ in the last
+# bits, and an extra event a few ulps later would only split one instant in two.
+_TIE = 1e-12
+
+
+class CollectiveMismatch(Exception):
+    """Members of a group issued different collectives: (rank, op index) of each."""
+
+    def __init__(self, heads: list[tuple[int, int]]):
+        super().__init__("collective mismatch")
+        self.heads = heads
+
+
+@dataclass
+class Run:
+    """Where each op started and ended, and where each rank stopped."""
+
+    starts: list[list[float]]
+    ends: list[list[float]]
+    order: list[int]  # the rank of each op, in the order ops ended
+    pc: list[int]  # ops each rank ended (all of them, unless it is stuck)
+    registered: dict[int, tuple[int, int]]  # rank -> the collective it waits in
+    arrivals: dict[tuple[int, int], dict[int, float]]  # collective -> who arrived when
+
+    def stuck(self) -> list[int]:
+        return [
+            r
+            for r, (done, row) in enumerate(zip(self.pc, self.starts, strict=True))
+            if done < len(row)
+        ]
+
+
+class _CoreSharing:
+    """Compute ops sharing the model's CPU cores (egalitarian processor sharing).
+
+    Every computing rank progresses at the same rate, CostModel.core_share(k)
+    = min(1, cores/k) while k of them compute. So rather than decrementing
+    each one's remaining work at every event, we keep one work clock
+    `work_done`, the integral of that rate over time: a compute of base length
+    w started when the clock read V ends when it reads V + w, its tag.
+    Computes therefore end in tag order (a heap), an event costs O(log k), and
+    computes with equal tags end at the same instant exactly.
+    """
+
+    def __init__(self, model: CostModel) -> None:
+        self.share = model.core_share
+        self.now = 0.0
+        self.work_done = 0.0
+        self.jobs: list[tuple[float, int, float]] = []  # (tag, rank, start)
+        self.rate = 1.0  # core_share(len(jobs)), kept as jobs come and go
+
+    def advance(self, t: float) -> None:
+        """Move the clock to `t`, crediting the computes in flight."""
+        if t > self.now:
+            if self.jobs:
+                self.work_done += self.rate * (t - self.now)
+            self.now = t
+
+    def start(self, rank: int, base: float, t: float) -> None:
+        self.advance(t)
+        heapq.heappush(self.jobs, (self.work_done + base, rank, t))
+        self.rate = self.share(len(self.jobs))
+
+    def next_end(self) -> float:
+        if not self.jobs:
+            return math.inf
+        left = self.jobs[0][0] - self.work_done
+        # An advance may land a rounding error short of (or past) a tag: that
+        # compute is due now, not a few ulps later as an event of its own.
+        if left <= _TIE * self.work_done:  # work_done >= 0
+            return self.now
+        return self.now + left / self.rate
+
+    def pop_ended(self) -> list[tuple[int, float]]:
+        """Advance to the next compute end; return (rank, start) of all ending then."""
+        end = self.next_end()
+        tag = self.jobs[0][0]
+        # Land exactly on the tag and time rather than on rate·dt sums, so the
+        # finishing jobs leave no residue that would need another event.
+        self.now = end
+        self.work_done = max(self.work_done, tag)
+        limit = self.work_done + _TIE * self.work_done
+        ended = []
+        while self.jobs and self.jobs[0][0] <= limit:
+            _, rank, start = heapq.heappop(self.jobs)
+            ended.append((rank, start))
+        self.rate = self.share(len(self.jobs))
+        return ended
+
+
+def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel) -> Run:
+    """Run each rank's ops on one virtual clock (runtime.simulate's semantics).
+    `groups[group_id]`: the members of each collective group, in order."""
+    n = len(ops)
+    pc = [0] * n
+    starts = [[0.0] * len(row) for row in ops]
+    ends = [[0.0] * len(row) for row in ops]
+    order: list[int] = []
+    # When each rank is free to start its next op: (time, rank). A rank has at
+    # most one entry, and ties go to the lower rank, so runs are deterministic.
+    ready = [(0.0, r) for r in range(n) if ops[r]]
+    heapq.heapify(ready)
+    push, pop = heapq.heappush, heapq.heappop
+    sharing = _CoreSharing(model) if model.cores is not None and model.cores > 0 else None
+    mailbox: dict[Any, deque[float]] = defaultdict(deque)  # channel -> arrival times
+    link_free: dict[Any, float] = {}
+    waiting: dict[Any, tuple[int, float]] = {}  # channel -> (blocked rank, since)
+    sequence: dict[tuple[int, int], int] = defaultdict(int)
+    arrivals: dict[tuple[int, int], dict[int, float]] = defaultdict(dict)
+    registered: dict[int, tuple[int, int]] = {}
+
+    def finish(rank: int, start: float, end: float) -> None:
+        i = pc[rank]
+        starts[rank][i] = start
+        ends[rank][i] = end
+        order.append(rank)
+        pc[rank] = i + 1
+        if i + 1 < len(ops[rank]):
+            push(ready, (end, rank))
+
+    def post(rank: int, op: Op, t: float) -> float:
+        # Only src posts on its links, in its program order, so a link's queue is
+        # in program order however the events of other ranks interleave.
+        link = op[1]
+        leave = max(t, link_free.get(link, 0.0))
+        arrive = leave + op[2] + op[3]
+        link_free[link] = arrive
+        blocked = waiting.pop(op[4], None)
+        if blocked is None:
+            mailbox[op[4]].append(arrive)
+        else:
+            other, since = blocked
+            head = ops[other][pc[other]]
+            reduce = head[2] if head[0] == RECV else head[6]
+            finish(other, since, max(since, arrive) + reduce)
+        return arrive
+
+    def collective(rank: int, op: Op, t: float) -> None:
+        gid = op[1]
+        key = (gid, sequence[(rank, gid)])
+        sequence[(rank, gid)] += 1
+        registered[rank] = key
+        members = arrivals[key]
+        members[rank] = t
+        group = groups[gid]
+        if len(members) < len(group):
+            return
+        if any(ops[m][pc[m]][3] != op[3] for m in group):
+            raise CollectiveMismatch([(m, pc[m]) for m in group])
+        end = max(members.values()) + op[2]
+        del arrivals[key]
+        for m in group:
+            del registered[m]
+            finish(m, members[m], end)
+
+    def step(rank: int, t: float) -> None:
+        row = ops[rank]
+        while True:
+            i = pc[rank]
+            op = row[i]
+            code = op[0]
+            if code == COMPUTE:
+                if sharing is None:
+                    finish(rank, t, t + op[1])
+                else:
+                    sharing.start(rank, op[1], t)
+                return
+            if code == SEND:
+                arrive = post(rank, op, t)
+                end = t if op[5] else arrive
+            elif code == COLLECTIVE:
+                collective(rank, op, t)
+                return
+            else:
+                if code == SENDRECV:
+                    post(rank, op, t)
+                    channel, reduce = op[5], op[6]
+                else:
+                    channel, reduce = op[1], op[2]
+                box = mailbox.get(channel)
+                if not box:
+                    waiting[channel] = (rank, t)
+                    return
+                end = max(t, box.popleft()) + reduce
+            starts[rank][i] = t
+            ends[rank][i] = end
+            order.append(rank)
+            pc[rank] = i + 1
+            if i + 1 == len(row):
+                return
+            if end != t or (sharing is not None and sharing.next_end() <= t):
+                push(ready, (end, rank))
+                return
+            # Ended the instant it started: the next op starts now.
+
+    while True:
+        compute_end = sharing.next_end() if sharing is not None else math.inf
+        # Computes ending at the same instant as a rank becomes free end first:
+        # the order does not change any rate, as no time passes in between.
+        if ready and ready[0][0] < compute_end:
+            t, rank = pop(ready)
+            if sharing is not None:
+                sharing.advance(t)
+            step(rank, t)
+        elif compute_end < math.inf:
+            assert sharing is not None
+            for rank, begun in sharing.pop_ended():
+                # The rank goes on at once: the same instant, no rate changed since.
+                now = sharing.now
+                i = pc[rank]
+                starts[rank][i] = begun
+                ends[rank][i] = now
+                order.append(rank)
+                pc[rank] = i + 1
+                if i + 1 < len(ops[rank]):
+                    step(rank, now)
+        else:
+            break
+    return Run(starts, ends, order, pc, registered, dict(arrivals))
