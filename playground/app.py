@@ -9,6 +9,10 @@ the styles in the sibling app.tcss.
 It must paint its first frame fast and survive anything a rank does, so it
 imports textual, the i18n catalog and scenario definitions only: never torch,
 never a rank module (runtime.worker, runtime.comm, scenarios.<lesson>.rank).
+
+It owns the warm ranks (runtime.pool.RankPool): started by the first run, kept
+for the next run of the same size, handed down to each lesson screen, and torn
+down when the app exits, however it exits (q, SIGINT, SIGTERM, unmount).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from playground.screens import BilingualBindings, bilingual
 from playground.screens.home import HomeScreen
 from playground.screens.lesson import LessonScreen
 from runtime.launch import prepare
+from runtime.pool import RankPool
 from scenarios.registry import get_lesson, lessons
 
 
@@ -72,6 +77,8 @@ class PlaygroundApp(BilingualBindings, App[None]):
         # Before Textual replaces sys.stderr (DESIGN.md): the resource tracker that
         # spawned ranks need must start now, or launching fails later.
         prepare()
+        # No processes yet: the first run starts them, and the next ones reuse them.
+        self.pool = RankPool()
         # set_reactive: no watcher before the app runs, so the title is set here too.
         language = language or default_language()
         self.set_reactive(PlaygroundApp.language, language)
@@ -89,11 +96,15 @@ class PlaygroundApp(BilingualBindings, App[None]):
         self.shut_down()
 
     def shut_down(self) -> None:
-        """Cancel any run, then exit."""
+        """Cancel any run, tear the warm ranks down (every one gone), then exit."""
         for screen in self.screen_stack:
             if isinstance(screen, LessonScreen) and screen.is_mounted:
                 screen.controls.cancel()
+        self.pool.close()
         self.exit()
+
+    def on_unmount(self) -> None:
+        self.pool.close()  # however the app ends, no rank outlives it
 
     def get_default_screen(self) -> Screen[None]:
         return HomeScreen().data_bind(PlaygroundApp.language)
@@ -110,7 +121,7 @@ class PlaygroundApp(BilingualBindings, App[None]):
         self.open_lesson(message.scenario)
 
     def open_lesson(self, name: str) -> None:
-        screen = LessonScreen(get_lesson(name))
+        screen = LessonScreen(get_lesson(name), pool=self.pool)
         self.push_screen(screen.data_bind(PlaygroundApp.language))
 
 

@@ -8,6 +8,11 @@ Program as data), decode the ranks' typed results, refine the prediction with
 what they measured, and compute the typed metrics. Saved runs are read back by
 playground.saved.
 
+A run goes to warm ranks when the caller hands it a RankPool (runtime.pool; the
+app owns one) and the run may use one; else it starts its own ranks (cold). A
+first run that must calibrate this machine runs the calibration and the lesson
+on the same ranks, so spawning and importing torch is paid once, not twice.
+
 Never imports torch: the real ranks run in their own processes.
 """
 
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +29,9 @@ from runtime import calibration
 from runtime.costmodel import CostModel
 from runtime.faults import parse_faults
 from runtime.launch import LaunchResult, LaunchSpec, launch
+from runtime.pool import RankPool
 from runtime.profiles import PROFILES, get_profile
+from runtime.program import Program
 from runtime.rundirs import drop_checkpoints
 from runtime.simulate import simulate
 from runtime.trace import Timeline
@@ -56,6 +64,10 @@ class Outcome:
     backend: str | None = None
     run_dir: str | None = None
     curves: list[Curve] = field(default_factory=list)
+    # A real run: whether its ranks were warm (kept from an earlier run), and the
+    # seconds from the request to the first action of any rank.
+    warm: bool | None = None
+    start_s: float | None = None
 
     def to_doc(self) -> dict[str, Any]:
         """The `--json` document (strict JSON: non-finite numbers become null)."""
@@ -118,16 +130,19 @@ def predict(
     lesson, params = resolve(name, raw, "predict")
     model = select_model(hardware, backend, params.world_size, nearest=True)
     model = lesson.prepare_model(params, model)
-    predicted = simulate(lesson.build(params), model)
-    metrics = lesson.metrics(params, predicted, None)
+    predicted, metrics = lesson.predict(params, model)  # lumped where it would be slow
     return Outcome(lesson, params, model, predicted, metrics=metrics, curves=lesson.curves(params))
 
 
 def calibrate(
-    world_size: int, backend: str = "auto", *, on_message: Callable | None = None
+    world_size: int,
+    backend: str = "auto",
+    *,
+    on_message: Callable | None = None,
+    pool: RankPool | None = None,
 ) -> CostModel:
     spec = LaunchSpec(calibration.RANK_ENTRY, world_size, name="calibrate", backend=backend)
-    result = launch(spec, on_message=on_message)
+    result = (pool.launch if pool is not None else launch)(spec, on_message=on_message)
     model = calibration.fit(result.rank_results, result.backend, world_size)
     calibration.save(model, result.backend, world_size)
     return model
@@ -146,9 +161,12 @@ def run(
     on_calibrate: Callable[[int], None] | None = None,
     keep: bool = False,
     host: str | None = None,
+    pool: RankPool | None = None,
 ) -> Outcome:
     """A real multiprocess run, with its prediction and metrics. Raises RunFailed or UsageError.
-    Every input is checked before a rank starts; `keep` keeps the run's checkpoints."""
+    Every input is checked before a rank starts; `keep` keeps the run's checkpoints;
+    `pool`: warm ranks to run on, when the run may use them."""
+    requested_ns = time.perf_counter_ns()
     lesson, params = resolve(name, raw, "run")
     world = params.world_size
     check_backend(backend)
@@ -158,42 +176,63 @@ def run(
         lesson.hooks.check_faults(params, parsed_faults)
     except ValueError as exc:
         raise UsageError(str(exc), getattr(exc, "field", None)) from None
-    if hardware:
-        model = select_model(hardware, backend, world, nearest=False)
-    else:
-        model = calibration.lookup(calibration.backend_hint(backend), world)
-        if model is None:
-            if on_calibrate is not None:
-                on_calibrate(world)
-            model = calibrate(world, backend)
-    model = lesson.prepare_model(params, model)
-    program = lesson.build(params)
-    # The prediction shown while the run goes (the app's), and a check that the Program
-    # can finish: a deadlock is refused before any rank starts.
-    simulate(program, model)
-    spec = LaunchSpec(
-        lesson.rank_entry,
-        world,
-        params=params,
-        program=program,
-        name=lesson.name,
-        backend=backend,
-        faults=parsed_faults,
-        stream=stream,
-        host=host,
-    )
     policy = lesson.restart_policy(params)
-    if policy is not None:  # restart like torchrun
-        # Imported when a lesson restarts: it brings numpy and safetensors, which the
-        # app's first paint does without.
-        from runtime.supervise import supervise
+    # Warm ranks only for a plain run. A run with --fault kills or stops a rank on
+    # purpose, and one under the restart supervisor starts every rank of each attempt
+    # afresh (like torchrun): either would tear a pool down, and a group that saw a
+    # fault is never reused. A run with --host listens beyond loopback. These stay cold
+    # (runtime.pool.poolable refuses them too).
+    warm_ok = policy is None and not parsed_faults and host is None
+    ranks = pool if warm_ok else None
+    own_pool = None
+    try:
+        if hardware:
+            model = select_model(hardware, backend, world, nearest=False)
+        else:
+            model = calibration.lookup(calibration.backend_hint(backend), world)
+            if model is None:
+                if on_calibrate is not None:
+                    on_calibrate(world)
+                if ranks is None and warm_ok:
+                    # The calibration and the run on the same ranks: spawn and import once.
+                    ranks = own_pool = RankPool()
+                model = calibrate(world, backend, pool=ranks)
+        model = lesson.prepare_model(params, model)
+        program = lesson.build(params)
+        # The prediction shown while the run goes (the app's), and a check that the
+        # Program can finish: a deadlock is refused before any rank starts.
+        simulate(program, model)
+        spec = LaunchSpec(
+            lesson.rank_entry,
+            world,
+            params=params,
+            program=program,
+            name=lesson.name,
+            backend=backend,
+            faults=parsed_faults,
+            stream=stream,
+            host=host,
+        )
+        if policy is not None:  # restart like torchrun
+            # Imported when a lesson restarts: it brings numpy and safetensors, which the
+            # app's first paint does without.
+            from runtime.supervise import supervise
 
-        result = supervise(spec, policy, on_message=on_message, cancel=cancel)
-    else:
-        result = launch(spec, on_message=on_message, cancel=cancel)
+            result = supervise(spec, policy, on_message=on_message, cancel=cancel)
+        elif ranks is not None:
+            result = ranks.launch(spec, on_message=on_message, cancel=cancel)
+        else:
+            result = launch(spec, on_message=on_message, cancel=cancel)
+    finally:
+        if own_pool is not None:
+            own_pool.close()
     if not keep:
         drop_checkpoints(result.run_dir)
-    return finish(lesson, params, model, result)
+    outcome = finish(lesson, params, model, result, program)
+    first_ns = result.first_action_ns()
+    outcome.warm = result.warm
+    outcome.start_s = (first_ns - requested_ns) / 1e9 if first_ns is not None else None
+    return outcome
 
 
 def check_backend(backend: str) -> None:
@@ -230,12 +269,19 @@ def decode_results(lesson: Lesson, raw_results: list[dict[str, Any]]) -> list[An
         raise ValueError(f"a rank's result is not a {lesson.result.__name__}: {exc}") from None
 
 
-def finish(lesson: Lesson, params: Params, model: CostModel, result: LaunchResult) -> Outcome:
-    """A finished launch as an Outcome: typed results, refined prediction, metrics."""
+def finish(
+    lesson: Lesson,
+    params: Params,
+    model: CostModel,
+    result: LaunchResult,
+    program: Program | None = None,
+) -> Outcome:
+    """A finished launch as an Outcome: typed results, refined prediction, metrics.
+    `program`: the one the run executed (built again when not given)."""
     measured = Timeline(spans=result.spans, counters=result.counters, marks=result.marks)
     results = decode_results(lesson, result.rank_results)
     refined = lesson.prepare_model(params, model, results)
-    predicted = simulate(lesson.build(params), refined)
+    predicted = simulate(program if program is not None else lesson.build(params), refined)
     run_data = RunData(measured, results, result.restarts)
     metrics = lesson.metrics(params, predicted, run_data)
     return Outcome(

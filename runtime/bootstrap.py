@@ -15,7 +15,10 @@ lets the rank set itself up before the heavy import:
 - a heartbeat thread, started at once, which the launcher watches: a rank that
   stops answering (SIGSTOP, a wedged call) stops beating and is named.
 
-Then it imports runtime.worker (and with it torch) and hands over.
+Then it imports runtime.worker (and with it torch) and hands over. A rank of a
+warm pool (runtime.pool) is also handed the read end of a job pipe: after its
+first job it waits there for the next (runtime.worker.launched_main), writing
+each job's log into that job's run directory (`log_to`).
 
 RankSpec is everything the parent hands one rank, as data: who it is, where
 to rendezvous, the lesson's rank entry, typed params and this rank's Actions
@@ -117,14 +120,24 @@ def keep_freed_memory() -> None:
         pass  # not glibc: only the first step runs slower
 
 
-def _redirect_stdio(log_path: str) -> None:
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+def log_to(run_dir: str, rank: int) -> None:
+    """This process's stdout and stderr (file descriptors 1 and 2) into `rank<R>.log`
+    of `run_dir`: at the start, and again for each job of a warm rank."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    log = os.open(
+        os.path.join(run_dir, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644
+    )
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
+
+
+def _redirect_stdio(run_dir: str, rank: int) -> None:
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    log_to(run_dir, rank)
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - lives as long as the process
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
 
@@ -138,11 +151,11 @@ def _heartbeat(channel: Channel, rank: int) -> None:
         time.sleep(HEARTBEAT_INTERVAL_S)
 
 
-def rank_process(spec: RankSpec, conn: Any) -> None:
-    """Entry point of a launched rank (spawn target)."""
+def rank_process(spec: RankSpec, conn: Any, jobs: Any = None) -> None:
+    """Entry point of a launched rank (spawn target); `jobs`: a warm pool's job pipe."""
     rank = spec.rank
     _die_with_parent()
-    _redirect_stdio(os.path.join(spec.run_dir, f"rank{rank}.log"))
+    _redirect_stdio(spec.run_dir, rank)
     threads = str(spec.threads)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = threads
@@ -153,4 +166,4 @@ def rank_process(spec: RankSpec, conn: Any) -> None:
     channel = Channel(conn)
     threading.Thread(target=_heartbeat, args=(channel, rank), daemon=True, name="heartbeat").start()
     worker = importlib.import_module("runtime.worker")
-    worker.launched_main(spec, channel)
+    worker.launched_main(spec, channel, jobs)

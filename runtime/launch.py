@@ -22,17 +22,18 @@ params and Program as data (LaunchSpec); each rank gets its own Actions.
   every rank and waits for each to be gone before raising RunFailed;
 - `cancel` (a threading.Event) stops a run the same way, raising RunCancelled.
 
+`runtime.spawn.start` (spawn the ranks) and `watch` (stream, detect, name the
+root cause) are the two halves of `launch`; runtime.pool reuses both for warm
+ranks that run one job after another, so a warm run is watched exactly like a
+cold one.
+
 Engine part, but torch-free.
 """
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing as mp
 import multiprocessing.connection as mpc
-import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -40,20 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.bootstrap import RankSpec, rank_process
 from runtime.faults import Fault
 from runtime.program import Program
 from runtime.restart import Attempt, RestartReport
 from runtime.rundirs import new_run_dir
+from runtime.spawn import Ranks, start
 from runtime.trace import Counter, Mark, Span
-
-LOOPBACK = "127.0.0.1"
-
-
-def loopback_interface() -> str:
-    """The name of the loopback network interface ("lo" on Linux, "lo0" on macOS)."""
-    names = [name for _, name in socket.if_nameindex()]
-    return next((n for n in names if n.startswith("lo")), "lo")
 
 
 class RunFailed(RuntimeError):
@@ -113,6 +106,17 @@ class LaunchResult:
     # Failures, restarts, checkpoints (runtime.supervise fills them; a plain launch has none).
     marks: list[Mark] = field(default_factory=list)
     restarts: RestartReport | None = None
+    # True when the job ran on ranks kept from an earlier one (runtime.pool).
+    warm: bool = False
+    # Time zero of the spans (rank 0's perf_counter_ns as its start barrier released):
+    # span times are seconds after it. CLOCK_MONOTONIC, shared by the processes of a host.
+    t0_ns: int | None = None
+
+    def first_action_ns(self) -> int | None:
+        """When the first action of any rank started (perf_counter_ns), if known."""
+        if self.t0_ns is None or not self.spans:
+            return None
+        return self.t0_ns + round(min(s.start for s in self.spans) * 1e9)
 
 
 def prepare() -> None:
@@ -124,12 +128,6 @@ def prepare() -> None:
     from multiprocessing import resource_tracker
 
     resource_tracker.ensure_running()
-
-
-def free_port(host: str = LOOPBACK) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _describe_exit(code: int | None) -> str:
@@ -149,61 +147,39 @@ def launch(
     on_message: Callable[[tuple], None] | None = None,
     cancel: threading.Event | None = None,
 ) -> LaunchResult:
-    n = spec.world_size
     run_dir = spec.run_dir or new_run_dir(spec.name)
     run_dir.mkdir(parents=True, exist_ok=True)
-    threads = spec.threads_per_rank or max(1, (os.cpu_count() or 1) // n)
-    ctx = mp.get_context("spawn")
-    if spec.host is None:
-        rendezvous, interface = f"file://{run_dir / 'rendezvous.store'}", loopback_interface()
-    else:
-        rendezvous, interface = f"tcp://{spec.host}:{free_port(spec.host)}", None
-    procs: list[Any] = []
-    conns: list[Any] = []
-    if spec.program is not None and spec.program.world_size != n:
-        raise ValueError(f"program for {spec.program.world_size} ranks launched on {n}")
     started = time.monotonic()
+    ranks = start(spec, run_dir)
     try:
-        for rank in range(n):
-            reader, writer = ctx.Pipe(duplex=False)
-            rank_spec = RankSpec(
-                rank=rank,
-                world_size=n,
-                entry=spec.entry,
-                params=spec.params,
-                actions=tuple(spec.program.ranks[rank]) if spec.program else (),
-                backend=spec.backend,
-                faults=spec.faults,
-                attempt=spec.attempt,
-                stream=spec.stream,
-                run_dir=str(run_dir),
-                rendezvous=rendezvous,
-                interface=interface,
-                threads=threads,
-            )
-            proc = ctx.Process(
-                target=rank_process, args=(rank_spec, writer), name=f"rank{rank}", daemon=True
-            )
-            proc.start()
-            writer.close()  # the child holds its end; EOF then means the child is gone
-            procs.append(proc)
-            conns.append(reader)
-        result = _supervise(spec, procs, conns, run_dir, on_message, cancel, started)
-        _teardown(procs, patience_s=3.0)  # ranks exit by themselves after `done`
+        result = watch(spec, ranks, run_dir, on_message, cancel, started)
+        ranks.stop(patience_s=3.0)  # ranks exit by themselves after `done`
         return result
     finally:
-        _teardown(procs)
-        for conn in conns:
-            conn.close()
+        ranks.stop()
 
 
-def _supervise(spec, procs, conns, run_dir, on_message, cancel, started) -> LaunchResult:
+def watch(
+    spec: LaunchSpec,
+    ranks: Ranks,
+    run_dir: Path,
+    on_message: Callable[[tuple], None] | None,
+    cancel: threading.Event | None,
+    started: float,
+    *,
+    warm: bool = False,
+) -> LaunchResult:
+    """Stream every message of one job until each rank says `done`; RunFailed naming the
+    root cause, or RunCancelled. `warm`: ranks that already beat (runtime.pool), so
+    silence is judged by `hang_timeout_s` from the start."""
     n = spec.world_size
+    procs, conns = ranks.procs, ranks.conns
     spans: list[Span] = []
     counters: list[Counter] = []
     results: list[dict[str, Any] | None] = [None] * n
     last_beat = [time.monotonic()] * n
-    beating = [False] * n
+    beating = [warm] * n
+    t0_ns: int | None = None
     errors: dict[int, str] = {}
     dead: dict[int, str] = {}
     hung: dict[int, str] = {}
@@ -212,7 +188,7 @@ def _supervise(spec, procs, conns, run_dir, on_message, cancel, started) -> Laun
     first_failure: float | None = None
 
     def handle(rank: int, msg: tuple) -> None:
-        nonlocal backend
+        nonlocal backend, t0_ns
         kind = msg[0]
         last_beat[rank] = time.monotonic()
         beating[rank] = True
@@ -226,6 +202,8 @@ def _supervise(spec, procs, conns, run_dir, on_message, cancel, started) -> Laun
             spans.extend(Span.from_dict(s) for s in envelope.get("spans", []))
             counters.extend(Counter(**c) for c in envelope.get("counters", []))
             results[rank] = envelope["result"]
+            if rank == 0:
+                t0_ns = envelope.get("t0_ns")
         elif kind == "error":
             errors[rank] = msg[2]
         if on_message is not None and kind != "heartbeat":
@@ -266,6 +244,8 @@ def _supervise(spec, procs, conns, run_dir, on_message, cancel, started) -> Laun
                 run_dir=run_dir,
                 wall_s=time.monotonic() - started,
                 counters=sorted(counters, key=lambda c: (c.t, c.rank)),
+                warm=warm,
+                t0_ns=t0_ns,
             )
         if (dead or hung or errors) and first_failure is None:
             first_failure = now
@@ -292,18 +272,3 @@ def _root_cause(
             return rank, f"raised {table[rank]}"
     rank = min(dead)
     return rank, dead[rank]
-
-
-def _teardown(procs: list[Any], patience_s: float = 0.0) -> None:
-    """Kill every rank still alive (after `patience_s`) and wait until each one is gone."""
-    deadline = time.monotonic() + patience_s
-    for proc in procs:
-        if proc.exitcode is None and patience_s > 0:
-            proc.join(timeout=max(0.0, deadline - time.monotonic()))
-    for proc in procs:
-        if proc.exitcode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)  # SIGKILL also ends a SIGSTOPped rank
-    deadline = time.monotonic() + 5
-    for proc in procs:
-        proc.join(timeout=max(0.1, deadline - time.monotonic()))

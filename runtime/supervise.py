@@ -331,4 +331,5 @@ class _Run:
             counters=sorted(self.counters, key=lambda c: (c.t, c.rank)),
             marks=sorted(self.marks, key=lambda m: m.t),
             restarts=RestartReport(self.worlds, [f.report() for f in self.failures]),
+            t0_ns=self.origin_ns,
         )

@@ -5,6 +5,8 @@ The real engine of DESIGN.md's picture. Two ways in, one rank code:
 - launched by runtime.launch (via runtime.bootstrap): rendezvous through a
   FileStore in the run's private directory (loopback only: no listener), records
   streamed to the parent over the rank's pipe, heartbeats watched by the parent;
+  a rank of a warm pool (runtime.pool) then waits for its next job, a RankSpec
+  like the first, and runs it in the same process group;
 - under torchrun (scenarios/torchrun.py looks the lesson up and calls
   `torchrun_rank`): env:// rendezvous, and each rank writes its spans and
   result to an output directory (read back by `playground replay`).
@@ -44,7 +46,7 @@ from typing import Any, Generic, TypeVar
 import torch
 import torch.distributed as dist
 
-from runtime.bootstrap import RankSpec, keep_freed_memory
+from runtime.bootstrap import RankSpec, keep_freed_memory, log_to
 from runtime.faults import Fault
 from runtime.files import write_text_atomic
 from runtime.program import Action
@@ -219,6 +221,7 @@ def run_rank(
         "result": result,
         "backend": backend,
         "torch_version": torch.__version__,
+        "t0_ns": ctx.t0_ns,  # the spans' time zero: when the first action ran, for the parent
     }
     if not stream:
         envelope["spans"] = ctx.spans
@@ -226,8 +229,9 @@ def run_rank(
     return envelope
 
 
-def launched_main(spec: RankSpec, channel: Any) -> None:
-    """Entry from runtime.bootstrap: rendezvous on loopback, report over the pipe."""
+def launched_main(spec: RankSpec, channel: Any, jobs: Any = None) -> None:
+    """Entry from runtime.bootstrap: rendezvous on loopback, report over the pipe.
+    With `jobs` (a warm pool's pipe), run each job that arrives there, until it closes."""
     rank = spec.rank
     try:
         torch.set_num_threads(spec.threads)
@@ -239,9 +243,13 @@ def launched_main(spec: RankSpec, channel: Any) -> None:
             world_size=spec.world_size,
             timeout=timedelta(seconds=spec.timeout_s),
         )
-        channel.send(("ready", rank, backend, os.getpid()))
-        envelope = run_rank(spec, backend, emit=channel.send, stream=spec.stream, channel=channel)
-        channel.send(("done", rank, envelope))
+        job: RankSpec | None = spec
+        warm = False
+        while job is not None:
+            channel.send(("ready", rank, backend, os.getpid(), warm))
+            envelope = run_rank(job, backend, emit=channel.send, stream=job.stream, channel=channel)
+            channel.send(("done", rank, envelope))
+            job, warm = _next_job(jobs), True
     except BaseException as exc:  # report, then exit non-zero: the parent names the rank
         traceback.print_exc()
         with contextlib.suppress(OSError, ValueError):
@@ -252,6 +260,23 @@ def launched_main(spec: RankSpec, channel: Any) -> None:
         dist.destroy_process_group()
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: gloo threads can make a clean exit slow
+
+
+def _next_job(jobs: Any) -> RankSpec | None:
+    """A warm rank's next job, with the process set up as a fresh rank's would be (a job
+    may change torch's thread count; grad mode is per thread); None once the pool closes."""
+    if jobs is None:
+        return None
+    try:
+        job = jobs.recv()
+    except (EOFError, OSError):
+        return None
+    if job is None:
+        return None
+    log_to(job.run_dir, job.rank)
+    torch.set_num_threads(job.threads)
+    torch.set_grad_enabled(True)
+    return job
 
 
 # -- torchrun -----------------------------------------------------------------

@@ -106,3 +106,13 @@ def raise_on_rank_one(ctx: RankContext[None]) -> dict[str, Any]:
         raise ValueError("deliberate failure for the test")
     dist.barrier()
     return {}
+
+
+def seeded_sum(ctx: RankContext[None]) -> dict[str, Any]:
+    """Draws from torch's global generator (seeded per job by runtime.worker), all-reduced:
+    the same numbers on a fresh rank and on a warm one."""
+    ctx.start_clock()
+    x = torch.randn(4)
+    total = x.clone()
+    dist.all_reduce(total)
+    return {"mine": x.tolist(), "sum": total.tolist(), "threads": torch.get_num_threads()}

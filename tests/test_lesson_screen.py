@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from test_cli import processes_with
+from test_engine import _alive
 from textual.widgets import Button, Static
 
 from playground.app import PlaygroundApp
@@ -153,6 +154,28 @@ async def test_escape_cancels_a_run_and_every_rank_is_gone(monkeypatch) -> None:
         assert time.monotonic() - cancelled_at < 5
         assert "Cancelled" in text_of(screen, "#status")
         assert isinstance(app.screen, LessonScreen)  # Esc cancelled, it did not leave
+
+
+@pytest.mark.ranks
+async def test_a_second_run_is_warm_and_quitting_ends_the_warm_ranks() -> None:
+    app = PlaygroundApp(language="en")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_lesson(pilot)
+        screen.query_one("#form", ParamForm).set_value("ranks", "2")
+        await pilot.pause()
+        await pilot.press("r")
+        await wait_until(lambda: not screen.running)
+        assert text_of(screen, "#status").startswith("Done"), text_of(screen, "#status")
+        pids = app.pool.pids
+        assert len(pids) == 2  # kept for the next run
+        await pilot.press("r")
+        await wait_until(lambda: not screen.running)
+        status = text_of(screen, "#status")
+        assert status.startswith("Done on warm ranks") and "to the first action" in status, status
+        assert app.pool.pids == pids
+        await pilot.press("l")
+        assert "en caliente" in text_of(screen, "#status")
+    assert _alive(pids) == []  # the app closed its pool on the way out
 
 
 @pytest.mark.ranks

@@ -36,6 +36,7 @@ from playground.widgets.memory import MemoryBars
 from playground.widgets.metrics_panel import MetricsPanel
 from playground.widgets.narrative import NarrativePanel, metric_line
 from playground.widgets.ring import RingView
+from runtime.pool import RankPool
 from runtime.program import Action
 from scenarios.base import Lesson
 
@@ -66,10 +67,11 @@ class LessonScreen(BilingualBindings, Screen[None]):
 
     language: reactive[str] = reactive("en")
 
-    def __init__(self, lesson: Lesson) -> None:
+    def __init__(self, lesson: Lesson, pool: RankPool | None = None) -> None:
         super().__init__()
         self.sub_title = ""
         self.lesson = lesson
+        self.pool = pool  # the app's warm ranks, handed down to the controls
         self.outcome: session.Outcome | None = None
         self.actions: dict[str, Action] = {}
         self.last_export: Path | None = None
@@ -77,7 +79,7 @@ class LessonScreen(BilingualBindings, Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         with Horizontal(id="body"):
-            yield LessonControls(self.lesson, id="side")
+            yield LessonControls(self.lesson, pool=self.pool, id="side")
             with Vertical(id="main"):
                 with VerticalScroll(id="gantt-box"):
                     yield GanttView(id="gantt")

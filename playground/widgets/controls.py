@@ -8,6 +8,10 @@ lesson screen shows what it posts: `Started` (a run's Program, so the Gantt can
 be cleared), `Records` (spans streamed by the ranks while the run goes) and
 `Ready` (an Outcome: a finished run, a prediction or a saved run).
 
+Runs go to the warm ranks of the app's RankPool when it hands one down (the
+status line says whether a run's ranks were cold or warm, and how long it took
+from Run to their first action).
+
 Never imports torch: the ranks are other processes (playground.session).
 """
 
@@ -29,8 +33,10 @@ from playground import session
 from playground.i18n import t
 from playground.widgets.param_form import ParamForm
 from runtime.launch import RunCancelled, RunFailed
+from runtime.pool import RankPool
 from runtime.program import Program
 from runtime.trace import Span
+from runtime.units import format_seconds
 from scenarios.base import Lesson
 from scenarios.params import Params
 
@@ -64,9 +70,12 @@ class LessonControls(Vertical):
         key: str
         values: dict[str, Any]
 
-    def __init__(self, lesson: Lesson, *, id: str | None = None) -> None:
+    def __init__(
+        self, lesson: Lesson, *, pool: RankPool | None = None, id: str | None = None
+    ) -> None:
         super().__init__(id=id)
         self.lesson = lesson
+        self.pool = pool  # the app's warm ranks; None: every run starts its own
         self.cancel_event: threading.Event | None = None
         self._status: tuple[str, dict[str, Any]] = ("app.status_idle", {})
 
@@ -148,7 +157,9 @@ class LessonControls(Vertical):
             if message[0] == "ready":
                 started[0] += 1
                 if started[0] == 1:
-                    self.post_message(self.Status("app.status_running", {}))
+                    warm = len(message) > 4 and message[4]
+                    key = "app.status_running_warm" if warm else "app.status_running"
+                    self.post_message(self.Status(key, {}))
             elif message[0] == "records":
                 self.post_message(self.Records([Span.from_dict(s) for s in message[2]]))
 
@@ -158,7 +169,12 @@ class LessonControls(Vertical):
         name = self.lesson.name
         try:
             outcome = session.run(
-                name, raw, on_message=on_message, cancel=cancel, on_calibrate=on_calibrate
+                name,
+                raw,
+                on_message=on_message,
+                cancel=cancel,
+                on_calibrate=on_calibrate,
+                pool=self.pool,
             )
         except RunCancelled:
             self.post_message(self.Failed("", cancelled=True))
@@ -175,7 +191,12 @@ class LessonControls(Vertical):
     def on_lesson_controls_ready(self, message: Ready) -> None:
         if self.running:
             self.running = False
-            self.set_status("app.status_done")
+            outcome = message.outcome
+            if outcome.start_s is None:
+                self.set_status("app.status_done")
+            else:
+                key = "app.status_done_warm" if outcome.warm else "app.status_done_cold"
+                self.set_status(key, start=format_seconds(outcome.start_s))
 
     def on_lesson_controls_failed(self, message: Failed) -> None:
         self.running = False
