@@ -5,7 +5,9 @@ PipelineParams and this rank's Actions (grouped by their `series`, the schedule)
 
 1. Build MiniGPT from its seed (the same weights on every rank) and the
    deterministic batch; cut it into p·v stages per schedule, keep this rank's.
-2. Reference: the whole model, one process, the whole batch: its gradients.
+2. Reference: the whole model, one process, the whole batch: its gradients,
+   computed by rank 0 alone and broadcast (every rank computing the same bits
+   at once cost the shared cores a world size's worth of work).
 3. Stage costs: all ranks at once time F, B and the split Bi and W of each of
    their stages on one microbatch, in CPU seconds (median of a few
    repetitions), so each cost is what one core does when the ranks share the
@@ -52,6 +54,21 @@ def reference_grads(
     return {
         name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None
     }
+
+
+def shared_reference_grads(
+    cfg: GPTConfig, inputs: torch.Tensor, targets: torch.Tensor, model: MiniGPT, rank: int
+) -> dict[str, torch.Tensor]:
+    """reference_grads, computed by rank 0 and broadcast; `model` gives the names and shapes."""
+    named = list(model.named_parameters())
+    if rank == 0:
+        grads = reference_grads(cfg, inputs, targets)
+        flat = torch.cat([grads[name].reshape(-1) for name, _ in named])
+    else:
+        flat = torch.empty(sum(param.numel() for _, param in named))
+    dist.broadcast(flat, src=0)
+    parts = flat.split([param.numel() for _, param in named])
+    return {name: part.view_as(param) for (name, param), part in zip(named, parts, strict=True)}
 
 
 def stage_costs(
@@ -126,10 +143,9 @@ def run_rank(ctx: RankContext[PipelineParams]) -> PipelineResult:
     inputs, targets = batch(cfg, m * params.microbatch_size)
     micro_inputs = list(inputs.chunk(m))
     micro_targets = list(targets.chunk(m))
-    reference = reference_grads(cfg, inputs, targets)
-
     model = MiniGPT(cfg)
     names = {id(param): name for name, param in model.named_parameters()}
+    reference = shared_reference_grads(cfg, inputs, targets, model, ctx.rank)
     by_schedule = {name: list(acts) for name, acts in groupby(ctx.actions, key=lambda a: a.series)}
     runs: dict[str, tuple[PipelineExecutor, list[Action]]] = {}
     for schedule in params.schedule:

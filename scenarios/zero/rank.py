@@ -3,7 +3,12 @@
 Called inside each rank process by runtime.worker with a RankContext:
 
 1. The reference: one process, the whole global batch, torch's Adam, `steps`
-   steps from MiniGPT's seed; its parameters flattened per unit.
+   steps from MiniGPT's seed; its parameters flattened per unit. Rank 0 trains
+   it and broadcasts the result (the same bits every rank used to compute for
+   itself, at a world size's worth of CPU on shared cores); meanwhile the other
+   ranks take one untimed step on their own microbatch, so that what a process
+   pays the first time (lazy initialisation, the optimizer's imports) is paid
+   before the clock starts, on every rank, as the reference pays it on rank 0.
 2. For each stage of the Program (its Actions' `series`: ddp, zero1, zero2,
    zero3 by hand through scenarios.zero.executors; fsdp2 through torch's
    fully_shard, scenarios.zero.fsdp2), a fresh MiniGPT from the same seed, this
@@ -29,6 +34,7 @@ from collections import defaultdict
 from itertools import groupby
 
 import torch
+import torch.distributed as dist
 
 from runtime.models import GPTConfig, MiniGPT, batch
 from runtime.program import Action
@@ -67,6 +73,29 @@ def reference_params(cfg: GPTConfig, batches: list[tuple]) -> list[torch.Tensor]
     return flat_units(model)
 
 
+def warm_up(cfg: GPTConfig, inputs: torch.Tensor, targets: torch.Tensor) -> None:
+    """One untimed step (forward, backward, Adam) of a throwaway model."""
+    model = MiniGPT(cfg)
+    optimizer = torch.optim.Adam(model.parameters(), lr=LR)
+    model(inputs, targets).backward()
+    optimizer.step()
+
+
+def shared_reference(
+    cfg: GPTConfig, batches: list[tuple], rank: int, mine: tuple
+) -> list[torch.Tensor]:
+    """The reference's units, trained by rank 0 alone and broadcast to every rank; the
+    others warm up on `mine` (their first microbatch) meanwhile."""
+    if rank == 0:
+        units = reference_params(cfg, batches)
+    else:
+        warm_up(cfg, *mine)
+        units = [torch.empty_like(u) for u in flat_units(MiniGPT(cfg))]
+    flat = torch.cat(units)
+    dist.broadcast(flat, src=0)
+    return list(flat.split([u.numel() for u in units]))
+
+
 def max_diff(executor: Executor, baseline: list[torch.Tensor]) -> float:
     if isinstance(executor, Fsdp2Executor):
         mine = [(u, 0, values) for u, values in enumerate(executor.full_params())]
@@ -88,7 +117,7 @@ def run_rank(ctx: RankContext[ZeroParams]) -> ZeroResult:
     rank, world = ctx.rank, ctx.world_size
     batches = global_batches(cfg, params, world)
     mine = [(x.chunk(world)[rank], y.chunk(world)[rank]) for x, y in batches]
-    reference = reference_params(cfg, batches)
+    reference = shared_reference(cfg, batches, rank, mine[0])
     by_stage = {stage: list(acts) for stage, acts in groupby(ctx.actions, key=lambda a: a.series)}
     costs: dict[str, list[float]] = defaultdict(list)
 
