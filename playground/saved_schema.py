@@ -171,6 +171,12 @@ def decode(data: bytes, kind: type[Struct]) -> Any:
     if len(data) > MAX_FILE_BYTES:
         raise SavedRunError(f"larger than {MAX_FILE_BYTES // 2**20} MiB")
     try:
+        # msgspec checks UTF-8 only in what it decodes: bytes that are not UTF-8 in a key
+        # it skips were let through, so a file that is not JSON was accepted.
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SavedRunError(f"not JSON (not UTF-8 at byte {exc.start})") from None
+    try:
         return msgspec.json.decode(data, type=kind)
     except msgspec.ValidationError as exc:
         raise SavedRunError(str(exc).splitlines()[0]) from None
