@@ -84,8 +84,11 @@ def _replay_dir(path: Path) -> Outcome:
     run_file = path / "run.json"
     if not run_file.is_file():
         raise UsageError(f"{plain(path)} has no run.json: not a finished torchrun --out dir")
-    meta: schema.TorchrunMeta = schema.decode(_read(run_file), schema.TorchrunMeta)
-    lesson, params = _lesson(meta.scenario, meta.params)
+    try:  # named, as a rank file is: the dir holds several
+        meta: schema.TorchrunMeta = schema.decode(_read(run_file), schema.TorchrunMeta)
+        lesson, params = _lesson(meta.scenario, meta.params)
+    except schema.SavedRunError as exc:
+        raise schema.SavedRunError(f"{run_file.name}: {exc}") from None
     if params.world_size != meta.world_size:
         raise schema.SavedRunError(
             f"run.json says {meta.world_size} ranks but its params run {params.world_size}"
