@@ -171,6 +171,8 @@ def documents(b: dict[str, dict[str, Any]]) -> None:
     write("syntax.truncated-last-byte.json", text[:-1], "refuse", "not JSON")
     latin1 = dumps(mutated(run, "measured.0.label", "@@")).encode().replace(b"@@", b"\xff\xfe")
     write("syntax.not-utf8.json", latin1, "refuse", "")
+    skipped = dumps({**run, "extra": "@@"}).encode().replace(b"@@", b"\xff")
+    write("syntax.not-utf8-in-unknown-key.json", skipped, "refuse", "UTF-8")
     write("syntax.utf8-bom.json", b"\xef\xbb\xbf" + text.encode(), "any")
     write("syntax.top-level-array.json", [run], "refuse", "")
     write("syntax.top-level-null.json", "null", "refuse", "")
@@ -507,20 +509,29 @@ def torchrun_dirs(b: dict[str, dict[str, Any]]) -> None:
     torchrun_dir("torchrun.extra-rank2-file", with_("rank2.json", r1), "any")
     torchrun_dir("torchrun.no-run-json", without("run.json"), "refuse", "run.json")
     torchrun_dir("torchrun.run-json-is-a-dir", with_("run.json", None), "refuse", "run.json")
-    torchrun_dir("torchrun.run-json-empty", with_("run.json", b""), "refuse", "not JSON")
+    torchrun_dir(
+        "torchrun.run-json-empty", with_("run.json", b""), "refuse", ("run.json", "not JSON")
+    )
     text = dumps(meta)
     torchrun_dir(
         "torchrun.run-json-truncated",
         with_("run.json", text[: len(text) // 2]),
         "refuse",
-        "not JSON",
+        ("run.json", "not JSON"),
     )
     torchrun_dir(
         "torchrun.run-json-not-utf8",
         with_("run.json", text.encode().replace(b"gloo", b"gl\xff\xfeo")),
         "refuse",
+        ("run.json", "UTF-8"),
     )
-    torchrun_dir("torchrun.run-json-list", with_("run.json", [meta]), "refuse")
+    torchrun_dir(
+        "torchrun.run-json-not-utf8-in-unknown-key",
+        with_("run.json", dumps({**meta, "note": "@@"}).encode().replace(b"@@", b"\xff")),
+        "refuse",
+        ("run.json", "UTF-8"),
+    )
+    torchrun_dir("torchrun.run-json-list", with_("run.json", [meta]), "refuse", "run.json")
     for what, value, says in [
         ("missing", ..., "world_size"),
         ("string", "2", "world_size"),
@@ -533,30 +544,32 @@ def torchrun_dirs(b: dict[str, dict[str, Any]]) -> None:
         doc = mutated(meta, "world_size", delete=True) if value is ... else {**meta}
         if value is not ...:
             doc["world_size"] = value
-        torchrun_dir(f"torchrun.world-size-{what}", with_("run.json", doc), "refuse", says)
+        torchrun_dir(
+            f"torchrun.world-size-{what}", with_("run.json", doc), "refuse", ("run.json", says)
+        )
     torchrun_dir(
         "torchrun.params-ranks-negative",
         with_("run.json", mutated(meta, "params.ranks", -5)),
         "refuse",
-        "ranks",
+        ("run.json", "ranks"),
     )
     torchrun_dir(
         "torchrun.params-missing",
         with_("run.json", mutated(meta, "params", delete=True)),
         "refuse",
-        "params",
+        ("run.json", "params"),
     )
     torchrun_dir(
         "torchrun.scenario-unknown",
         with_("run.json", {**meta, "scenario": "nope"}),
         "refuse",
-        "nope",
+        ("run.json", "nope"),
     )
     torchrun_dir(
         "torchrun.backend-escape",
         with_("run.json", {**meta, "backend": ESC}),
         "refuse",
-        "backend",
+        ("run.json", "backend"),
     )
     torchrun_dir("torchrun.backend-markup", with_("run.json", {**meta, "backend": SCRIPT}), "any")
     torchrun_dir("torchrun.no-rank1", without("rank1.json"), "refuse", "rank1.json")
