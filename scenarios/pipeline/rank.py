@@ -7,7 +7,8 @@ PipelineParams and this rank's Actions (grouped by their `series`, the schedule)
    deterministic batch; cut it into p·v stages per schedule, keep this rank's.
 2. Reference: the whole model, one process, the whole batch: its gradients,
    computed by rank 0 alone and broadcast (every rank computing the same bits
-   at once cost the shared cores a world size's worth of work).
+   at once cost the shared cores a world size's worth of work), and kept by a
+   warm rank for its next job with the same model and batch.
 3. Stage costs: all ranks at once time F, B and the split Bi and W of each of
    their stages on one microbatch, in CPU seconds (median of a few
    repetitions), so each cost is what one core does when the ranks share the
@@ -23,6 +24,7 @@ Engine part: imports torch (rank processes only; the UI never imports this).
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -46,24 +48,24 @@ from scenarios.pipeline.schedules import cost_key
 CALIBRATION_REPS = 5
 
 
-def reference_grads(
-    cfg: GPTConfig, inputs: torch.Tensor, targets: torch.Tensor
-) -> dict[str, torch.Tensor]:
+@functools.lru_cache(maxsize=1)
+def reference_grads(cfg: GPTConfig, count: int, threads: int) -> torch.Tensor:
+    """The whole model's gradients on the whole batch of `count` sequences in one process,
+    flat in named_parameters order. Deterministic, so it is kept for a warm rank's next
+    job (runtime.pool) with the same model, batch and threads: the very same bits."""
+    inputs, targets = batch(cfg, count)
     model = MiniGPT(cfg)
     model(inputs, targets).backward()
-    return {
-        name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None
-    }
+    return torch.cat([param.grad.reshape(-1) for _, param in model.named_parameters()])
 
 
 def shared_reference_grads(
-    cfg: GPTConfig, inputs: torch.Tensor, targets: torch.Tensor, model: MiniGPT, rank: int
+    cfg: GPTConfig, count: int, model: MiniGPT, rank: int
 ) -> dict[str, torch.Tensor]:
     """reference_grads, computed by rank 0 and broadcast; `model` gives the names and shapes."""
     named = list(model.named_parameters())
     if rank == 0:
-        grads = reference_grads(cfg, inputs, targets)
-        flat = torch.cat([grads[name].reshape(-1) for name, _ in named])
+        flat = reference_grads(cfg, count, torch.get_num_threads()).clone()
     else:
         flat = torch.empty(sum(param.numel() for _, param in named))
     dist.broadcast(flat, src=0)
@@ -145,7 +147,7 @@ def run_rank(ctx: RankContext[PipelineParams]) -> PipelineResult:
     micro_targets = list(targets.chunk(m))
     model = MiniGPT(cfg)
     names = {id(param): name for name, param in model.named_parameters()}
-    reference = shared_reference_grads(cfg, inputs, targets, model, ctx.rank)
+    reference = shared_reference_grads(cfg, m * params.microbatch_size, model, ctx.rank)
     by_schedule = {name: list(acts) for name, acts in groupby(ctx.actions, key=lambda a: a.series)}
     runs: dict[str, tuple[PipelineExecutor, list[Action]]] = {}
     for schedule in params.schedule:
