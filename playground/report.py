@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from playground.formatting import metric_lines, plain
 from playground.i18n import t
@@ -40,7 +42,10 @@ def report(outcome: Outcome, args: argparse.Namespace) -> int:
             f"cannot write {exc.filename or 'the export'}: {exc.strerror or exc}"
         ) from None
     if args.json:
-        print(json.dumps(outcome.to_doc(), allow_nan=False))
+        # finite(): strict JSON whatever a lesson computed. A curve's lines and marks held
+        # NaN and inf at extreme params (failure-resume, mtbf=1e300s), and allow_nan=False
+        # ended in a ValueError traceback.
+        print(json.dumps(finite(outcome.to_doc()), allow_nan=False))
     else:
         world = outcome.params.world_size
         print(
@@ -61,6 +66,17 @@ def report(outcome: Outcome, args: argparse.Namespace) -> int:
             out = sys.stderr if args.json else sys.stdout
             print(t("cli.exported", path=plain(path)), file=out)
     return 0
+
+
+def finite(value: Any) -> Any:
+    """`value` with every non-finite float, however deep, as None (null in JSON)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
 
 
 def check_outputs(args: argparse.Namespace) -> None:
