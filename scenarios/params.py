@@ -79,7 +79,8 @@ class Knob:
             many = " (or a comma list)" if self.kind == "choices" else ""
             return f"one of {', '.join(self.choices)}{many}"
         if self.kind == "count":
-            return "a whole number of at least 1 (e.g. 7e9, 7B, 70B, 125M) or auto"
+            top = f" from 1 to {self.maximum // 10**12:g}T" if self.maximum else " of at least 1"
+            return f"a whole number{top} (e.g. 7e9, 7B, 70B, 125M) or auto"
         low, high = self.minimum, self.upper(mode)
         show = {"bytes": format_bytes, "duration": typed_duration}.get(self.kind, _number)
         bounds = ""
@@ -118,7 +119,7 @@ class Knob:
                 value = text if _is_int(text) else parse_count(str(text))
             except ValueError:
                 raise wrong from None
-            if value < 1:
+            if value < 1 or (self.maximum is not None and value > self.maximum):
                 raise wrong
             return value
         try:
@@ -200,9 +201,15 @@ def choices(default: tuple[str, ...], options: Iterable[str]) -> Any:
     return _knob("choices", default, choices=tuple(options))
 
 
-def count(default: int | str) -> Any:
+# The most a count takes: far past any model (a quadrillion parameters), far below where
+# a lesson's byte arithmetic leaves floats (ZeRO's predict at params=1e307 raised an
+# OverflowError traceback).
+MAX_COUNT = 10**15
+
+
+def count(default: int | str, maximum: int = MAX_COUNT) -> Any:
     """A count such as a model's parameters: 7e9, 7B, 70B, 125M, or `auto`."""
-    return _knob("count", default)
+    return _knob("count", default, maximum=maximum)
 
 
 @dataclass(frozen=True)
