@@ -32,7 +32,10 @@ Rank = Annotated[int, Meta(ge=0, lt=1 << 20)]
 Index = Annotated[int, Meta(ge=0, lt=1 << 31)]
 Bytes = Annotated[int, Meta(ge=0, lt=1 << 62)]
 Number = Annotated[float, Meta(ge=-1e300, le=1e300)]
-Scalar = bool | int | Number | Text | None
+# A metric's integer, bounded like a float: 10**400 passed as an int, and formatting or
+# the error (float()) ended in an OverflowError traceback.
+Int = Annotated[int, Meta(ge=-(1 << 62), le=1 << 62)]
+Scalar = bool | Int | Number | Text | None
 ParamValue = bool | int | Number | Text | Annotated[list[Text], Meta(max_length=64)]
 
 
