@@ -352,6 +352,33 @@ def documents(b: dict[str, dict[str, Any]]) -> None:
         "not JSON",
     )
     write("metrics.value-1e400.json", mutated(run, "metrics.0.value", Raw("1e400")), "refuse")
+    huge = Raw("1" + "0" * 400)  # an integer no float holds
+    write("metrics.value-int-10e400.json", mutated(run, "metrics.0.value", huge), "refuse", "value")
+    write(
+        "metrics.predicted-int-10e400.json",
+        mutated(run, "metrics.0.predicted", huge),
+        "refuse",
+        "predicted",
+    )
+    write(
+        "metrics.list-item-int-10e400.json",
+        mutated(run, "metrics.6.value", [65536, huge]),
+        "refuse",
+        "value",
+    )
+    write("metrics.value-int-2pow62.json", mutated(run, "metrics.0.value", 1 << 62), "any")
+    write(
+        "params.resume-checkpoint-every-huge.json",
+        mutated(b["resume"], "params.checkpoint_every", huge),
+        "any",
+    )
+    write(
+        "params.zero-params-10e400.json",
+        mutated(b["zero"], "params.params", huge),
+        "refuse",
+        "params",
+    )
+    write("params.resume-mtbf-1e300.json", mutated(b["resume"], "params.mtbf", 1e300), "any")
     write("metrics.value-dict.json", mutated(run, "metrics.0.value", {"a": 1}), "refuse", "value")
     write("metrics.value-text-escape.json", mutated(run, "metrics.0.value", ESC), "refuse")
     write(
