@@ -177,8 +177,18 @@ def integer(
     return _knob("int", default, minimum=minimum, maximum=maximum, predict_maximum=predict_maximum)
 
 
+# The most a size or a duration takes when its knob names no bound: past them a value
+# means nothing to a lesson (512 TiB of memory; a hundred thousand hours, eleven years,
+# between failures or for one save), and 1e400 is not a number at all.
+MAX_SIZE = 512 * 2**40
+MAX_DURATION = 100_000 * 3600.0
+
+
 def size(
-    default: int, minimum: int = 0, maximum: int | None = None, predict_maximum: int | None = None
+    default: int,
+    minimum: int = 0,
+    maximum: int = MAX_SIZE,
+    predict_maximum: int | None = None,
 ) -> Any:
     """A size in bytes, typed with or without units (4096, 64KiB, 4MiB, 80GB)."""
     return _knob(
@@ -186,9 +196,9 @@ def size(
     )
 
 
-def duration(default: float, minimum: float | None = None) -> Any:
+def duration(default: float, minimum: float | None = None, maximum: float = MAX_DURATION) -> Any:
     """A duration in seconds, typed with units (0.5s, 90s, 19min, 3h)."""
-    return _knob("duration", default, minimum=minimum)
+    return _knob("duration", default, minimum=minimum, maximum=maximum)
 
 
 def choice(default: str, options: Iterable[str]) -> Any:
