@@ -196,7 +196,9 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
             del registered[m]
             finish(m, members[m], end)
 
-    def step(rank: int, t: float) -> None:
+    def step(rank: int, t: float, due: float) -> None:
+        """Start the rank's next ops at t; `due`: when the next compute ends (nothing
+        here changes it until this rank starts a compute, and then it stops)."""
         row = ops[rank]
         while True:
             i = pc[rank]
@@ -231,32 +233,41 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
             pc[rank] = i + 1
             if i + 1 == len(row):
                 return
-            if end != t or (sharing is not None and sharing.next_end() <= t):
+            if end != t or due <= t:
                 push(ready, (end, rank))
                 return
             # Ended the instant it started: the next op starts now.
 
-    while True:
-        compute_end = sharing.next_end() if sharing is not None else math.inf
-        # Computes ending at the same instant as a rank becomes free end first:
-        # the order does not change any rate, as no time passes in between.
-        if ready and ready[0][0] < compute_end:
+    inf = math.inf
+    if sharing is None:
+        while ready:
             t, rank = pop(ready)
-            if sharing is not None:
-                sharing.advance(t)
-            step(rank, t)
-        elif compute_end < math.inf:
-            assert sharing is not None
-            for rank, begun in sharing.pop_ended():
-                # The rank goes on at once: the same instant, no rate changed since.
-                now = sharing.now
-                i = pc[rank]
-                starts[rank][i] = begun
-                ends[rank][i] = now
-                order.append(rank)
-                pc[rank] = i + 1
-                if i + 1 < len(ops[rank]):
-                    step(rank, now)
-        else:
-            break
+            step(rank, t, inf)
+    else:
+        next_end, advance, pop_ended = sharing.next_end, sharing.advance, sharing.pop_ended
+        while True:
+            compute_end = next_end()
+            # Computes ending at the same instant as a rank becomes free end first:
+            # the order does not change any rate, as no time passes in between.
+            if ready and ready[0][0] < compute_end:
+                t, rank = pop(ready)
+                if t > sharing.now and sharing.jobs:
+                    advance(t)
+                    compute_end = next_end()
+                else:
+                    advance(t)
+                step(rank, t, compute_end)
+            elif compute_end < inf:
+                for rank, begun in pop_ended():
+                    # The rank goes on at once: the same instant, no rate changed since.
+                    now = sharing.now
+                    i = pc[rank]
+                    starts[rank][i] = begun
+                    ends[rank][i] = now
+                    order.append(rank)
+                    pc[rank] = i + 1
+                    if i + 1 < len(ops[rank]):
+                        step(rank, now, next_end())
+            else:
+                break
     return Run(starts, ends, order, pc, registered, dict(arrivals))

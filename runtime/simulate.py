@@ -132,52 +132,55 @@ def compile_program(
     program: Program, model: CostModel
 ) -> tuple[list[list[Op]], list[tuple[int, ...]]]:
     """Each rank's Actions as ops (runtime.eventloop), and the collective groups."""
-    group_ids: dict[int, int] = {}  # id(group tuple) -> group id
-    distinct: dict[tuple[int, ...], int] = {}
-    groups: list[tuple[int, ...]] = []
-    seconds: dict[tuple[Any, ...], float] = {}
+    compiler = Compiler(model)
+    return [[compiler.op(a) for a in actions] for actions in program.ranks], compiler.groups
 
-    def group_id(group: tuple[int, ...]) -> int:
+
+class Compiler:
+    """Actions into ops for one cost model; collective groups get ids as they come.
+    A lesson that builds its ops without building every Action (a long pipeline)
+    compiles one Action of each shape with it and repeats the op."""
+
+    def __init__(self, model: CostModel) -> None:
+        self.model = model
+        self.groups: list[tuple[int, ...]] = []
+        self._ids: dict[int, int] = {}  # id(group tuple) -> group id
+        self._distinct: dict[tuple[int, ...], int] = {}
+        self._seconds: dict[tuple[Any, ...], float] = {}
+
+    def group_id(self, group: tuple[int, ...]) -> int:
         # Hashing a 4096-rank group tuple for every action would make large
         # collectives quadratic; scenarios share one tuple object per group.
-        gid = group_ids.get(id(group))
+        gid = self._ids.get(id(group))
         if gid is None:
-            gid = distinct.get(group)
+            gid = self._distinct.get(group)
             if gid is None:
-                gid = distinct[group] = len(groups)
-                groups.append(group)
-            group_ids[id(group)] = gid
+                gid = self._distinct[group] = len(self.groups)
+                self.groups.append(group)
+            self._ids[id(group)] = gid
         return gid
 
-    ops: list[list[Op]] = []
-    for rank, actions in enumerate(program.ranks):
-        row: list[Op] = []
-        for a in actions:
-            kind = a.kind
-            if kind == "send" or kind == "sendrecv":
-                alpha, beta = model.link(rank, a.dst)  # type: ignore[arg-type]
-                out = (rank, a.dst, a.arg("tag", 0))
-                if kind == "send":
-                    nonblocking = bool(a.arg("nonblocking", False))
-                    row.append((SEND, (rank, a.dst), alpha, a.bytes * beta, out, nonblocking))
-                else:
-                    into = (a.src, rank, a.arg("tag", 0))
-                    reduce = model.gamma * a.recv_bytes if a.reduce else 0.0
-                    link = (rank, a.dst)
-                    row.append((SENDRECV, link, alpha, a.bytes * beta, out, into, reduce))
-            elif kind == "recv":
-                reduce = model.gamma * a.bytes if a.reduce else 0.0
-                row.append((RECV, (a.src, rank, a.arg("tag", 0)), reduce))
-            elif a.is_collective:
-                gid = group_id(a.group or ())
-                key = (kind, a.bytes, a.algorithm, gid)
-                if key not in seconds:
-                    seconds[key] = model.collective_time(a)
-                row.append((COLLECTIVE, gid, seconds[key], (kind, a.bytes)))
-            else:
-                row.append((COMPUTE, model.compute_time(a)))
-        ops.append(row)
-    return ops, groups
+    def op(self, a: Action) -> Op:
+        model, kind, rank = self.model, a.kind, a.rank
+        if kind == "send" or kind == "sendrecv":
+            alpha, beta = model.link(rank, a.dst)  # type: ignore[arg-type]
+            out = (rank, a.dst, a.arg("tag", 0))
+            if kind == "send":
+                nonblocking = bool(a.arg("nonblocking", False))
+                return (SEND, (rank, a.dst), alpha, a.bytes * beta, out, nonblocking)
+            into = (a.src, rank, a.arg("tag", 0))
+            reduce = model.gamma * a.recv_bytes if a.reduce else 0.0
+            return (SENDRECV, (rank, a.dst), alpha, a.bytes * beta, out, into, reduce)
+        if kind == "recv":
+            reduce = model.gamma * a.bytes if a.reduce else 0.0
+            return (RECV, (a.src, rank, a.arg("tag", 0)), reduce)
+        if a.is_collective:
+            gid = self.group_id(a.group or ())
+            key = (kind, a.bytes, a.algorithm, gid)
+            if key not in self._seconds:
+                self._seconds[key] = model.collective_time(a)
+            return (COLLECTIVE, gid, self._seconds[key], (kind, a.bytes))
+        return (COMPUTE, model.compute_time(a))
 
 
 def simulate_lockstep(

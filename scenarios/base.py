@@ -16,9 +16,10 @@ and ends with a `Lesson` that names them, with the rank entry
 
 Optional `Hooks`: `estimate` (the cost model's compute costs before any run
 has measured them), `check_faults` (which --fault specs the lesson can
-honour), `restart_policy` (restart like torchrun after a failure) and `curves`
+honour), `restart_policy` (restart like torchrun after a failure), `curves`
 (figures drawn beside the timeline, such as overhead versus checkpoint
-interval). After a run the
+interval) and `lump` (a prediction at a scale where simulating every Action
+would be slow: DESIGN.md's "predict is cheap at any scale it accepts"). After a run the
 prediction is refined one way for every lesson (runtime.costmodel.refine)
 from what the ranks measured (`RankResult.compute_costs`, `p2p`).
 
@@ -35,6 +36,7 @@ from runtime.costmodel import CostModel, refine
 from runtime.faults import Fault, require_timed
 from runtime.program import Program
 from runtime.restart import RestartPolicy, RestartReport
+from runtime.simulate import simulate
 from runtime.trace import Timeline
 from scenarios.metrics import Curve, Metric
 from scenarios.params import Mode, ParamError, Params, shown
@@ -66,10 +68,32 @@ class RunData(Generic[R]):
     restarts: RestartReport | None = None  # the supervisor's account, when it restarted
 
 
+# Above this many Actions a lesson's `predict` lumps (Hooks.lump): building and
+# simulating one costs some 10 µs, and a prediction answers in well under a second.
+LUMP_ABOVE_ACTIONS = 20_000
+
+
+@dataclass(frozen=True)
+class Lumped:
+    """A prediction at a scale where simulating every Action would be slow: identical
+    ranks or steps lumped into one representative, the rest by a closed form (or
+    every action simulated by a faster path, and only a part of them drawn).
+
+    `timeline`: what is drawn, at its exact times; `formula`: how it stands for the
+    whole, said in the output; `metrics`: the lesson's metrics when they cannot be
+    read off `timeline` (None: `lesson.metrics(params, timeline, None)` is exact)."""
+
+    timeline: Timeline
+    formula: str
+    metrics: list[Metric] | None = None
+
+
 __all__ = [
+    "LUMP_ABOVE_ACTIONS",
     "Hooks",
     "Lesson",
     "LessonInfo",
+    "Lumped",
     "NarrativeStep",
     "RankResult",
     "RunData",
@@ -118,6 +142,9 @@ class Hooks(Generic[P]):
     restart_policy: Callable[[P], RestartPolicy | None] | None = None
     # Figures drawn beside the timeline.
     curves: Callable[[P], list[Curve]] | None = None
+    # A lumped prediction when simulating every Action would be slow (None: simulate
+    # them all); the lesson's tests check it against the full simulation.
+    lump: Callable[[P, CostModel], Lumped | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -173,6 +200,20 @@ class Lesson(Generic[P, R]):
                 what=self.hooks.refined,
             )
         return model
+
+    def predict(self, params: P, model: CostModel) -> tuple[Timeline, list[Metric]]:
+        """The predicted timeline and metrics before any run (`model` prepared): every
+        Action simulated, or lumped where the lesson says that would be slow, in which
+        case two facts say so (`lumped`, and how: `lumped_formula`)."""
+        lumped = self.hooks.lump(params, model) if self.hooks.lump is not None else None
+        if lumped is None:
+            predicted = simulate(self.build(params), model)
+            return predicted, self.metrics(params, predicted, None)
+        metrics = lumped.metrics
+        if metrics is None:
+            metrics = self.metrics(params, lumped.timeline, None)
+        facts = [Metric("lumped", "flag", True), Metric("lumped_formula", "text", lumped.formula)]
+        return lumped.timeline, [*metrics, *facts]
 
     def restart_policy(self, params: P) -> RestartPolicy | None:
         hook = self.hooks.restart_policy
