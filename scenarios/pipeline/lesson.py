@@ -33,13 +33,17 @@ from runtime.trace import Span, Timeline, makespan
 from scenarios.base import Hooks, Lesson, RankResult, RunData
 from scenarios.metrics import Metric
 from scenarios.params import Mode, ParamError, Params, choices, integer
-from scenarios.pipeline import schedules
+from scenarios.pipeline import lumped, schedules
 from scenarios.pipeline.schedules import SCHEDULES, Shape, cost_key, inflight_profile
 from scenarios.shape import FP32, GPTShape
 from scenarios.texts import load_texts
 
 MAX_RUN_PARAMETERS = 2_000_000
 COMPUTE_KINDS = ("F", "B", "W")
+# `predict` simulates every action of a pipeline (its ranks differ): this many compute
+# slots, a 64-stage interleaved pipeline of 256 microbatches and 4 chunks, take about
+# half a second (scenarios.pipeline.lumped).
+MAX_PREDICT_SLOTS = 131_072
 
 
 # -- parameters -------------------------------------------------------------------------
@@ -67,6 +71,24 @@ class PipelineParams(Params):
                     f"{shape.virtual_stages} stages (stages x chunks), so it needs at least "
                     "that many layers",
                 )
+        if mode == "predict" and self.compute_slots > MAX_PREDICT_SLOTS:
+            raise ParamError(
+                "microbatches",
+                f"microbatches={self.microbatches}: {self.compute_slots:,} compute slots "
+                f"(stages x microbatches x chunks x 2, x 3 in zb-h1, over the schedules); "
+                f"predict simulates every one, at most {MAX_PREDICT_SLOTS:,} (as "
+                "interleaved at stages=64, microbatches=256, chunks=4): fewer microbatches "
+                "or schedules at once",
+            )
+
+    @property
+    def compute_slots(self) -> int:
+        """Compute actions of the whole Program: F and B (and W) of every microbatch on
+        every stage, for each schedule."""
+        return sum(
+            self.stages * self.microbatches * self.shape(s).chunks * (3 if s == "zb-h1" else 2)
+            for s in self.schedule
+        )
 
     @property
     def activation_bytes(self) -> int:
@@ -147,22 +169,46 @@ def metrics(
     out = [Metric("parameters", "count", params.model.parameters)]
     for schedule in params.schedule:
         per_rank = [[a for a in actions if a.series == schedule] for actions in program.ranks]
-        out += _schedule_metrics(params, schedule, per_rank, predicted, run)
+        prediction = SchedulePrediction.of(per_rank, predicted.of_series(schedule), params.stages)
+        out += schedule_metrics(params, schedule, prediction, run, per_rank)
     return out
 
 
-def _schedule_metrics(
+@dataclass(frozen=True)
+class SchedulePrediction:
+    """What the prediction says of one schedule: read off the simulated Program, or worked
+    out without building it (scenarios.pipeline.lumped)."""
+
+    makespan: float
+    bubble: float
+    peak_inflight: list[int]  # per rank
+    p2p_bytes: list[int]  # per rank
+    p2p_messages: int
+
+    @classmethod
+    def of(cls, per_rank: list[list[Action]], spans: list[Span], ranks: int) -> SchedulePrediction:
+        """From each rank's Actions of the schedule and their predicted spans."""
+        return cls(
+            makespan(spans),
+            _bubble(spans, ranks),
+            [max(inflight_profile(actions), default=0) for actions in per_rank],
+            [sum(nbytes for a in actions for _, nbytes in a.sends()) for actions in per_rank],
+            sum(a.kind == "send" for actions in per_rank for a in actions),
+        )
+
+
+def schedule_metrics(
     params: PipelineParams,
     schedule: str,
-    per_rank: list[list[Action]],
-    predicted: Timeline,
+    prediction: SchedulePrediction,
     run: RunData[PipelineResult] | None,
+    per_rank: list[list[Action]],
 ) -> list[Metric]:
+    """One schedule's metrics; `per_rank`, its Actions on each rank, is read after a run."""
     shape, s, p = params.shape(schedule), schedule, params.stages
     unit = formulas.pipeline_bubble_fraction(
         s, p, shape.microbatches, shape.chunks, 1.0, 2.0, 1.0 if s == "zb-h1" else 0.0
     )
-    pred = predicted.of_series(s)
     mine: list[ScheduleRun] = []
     measured_s = measured_bubble = None
     if run is not None:
@@ -170,14 +216,14 @@ def _schedule_metrics(
         meas = run.measured.of_series(s)
         measured_s, measured_bubble = makespan(meas), _bubble(meas, p)
     out = [
-        Metric("makespan_s", "s", measured_s, makespan(pred), series=s),
-        Metric("bubble_fraction", "fraction", measured_bubble, _bubble(pred, p), series=s),
+        Metric("makespan_s", "s", measured_s, prediction.makespan, series=s),
+        Metric("bubble_fraction", "fraction", measured_bubble, prediction.bubble, series=s),
         Metric("bubble_fraction_formula", "fraction", unit, series=s),
         Metric(
             "peak_inflight_microbatches",
             "count",
             [r.peak_inflight for r in mine] if mine else None,
-            [max(inflight_profile(actions), default=0) for actions in per_rank],
+            prediction.peak_inflight,
             series=s,
             per="rank",
         ),
@@ -185,16 +231,11 @@ def _schedule_metrics(
             "p2p_bytes",
             "bytes",
             [r.p2p_bytes for r in mine] if mine else None,
-            [sum(nbytes for a in actions for _, nbytes in a.sends()) for actions in per_rank],
+            prediction.p2p_bytes,
             series=s,
             per="rank",
         ),
-        Metric(
-            "p2p_messages",
-            "count",
-            sum(a.kind == "send" for actions in per_rank for a in actions),
-            series=s,
-        ),
+        Metric("p2p_messages", "count", prediction.p2p_messages, series=s),
     ]
     if run is None:
         return out
@@ -253,7 +294,8 @@ def _bubble(spans: list[Span], ranks: int) -> float:
 
 
 RANK_ENTRY = "scenarios.pipeline.rank:run_rank"  # what each rank runs (torch: never imported here)
-HOOKS = Hooks(estimate, "stage costs and p2p latency")
+# Large pipelines: `predict` builds each slot once (scenarios.pipeline.lumped).
+HOOKS = Hooks(estimate, "stage costs and p2p latency", lump=lumped.lump)
 LESSON = Lesson(
     "pipeline", 5, TEXTS, PipelineParams, PipelineResult, build, metrics, RANK_ENTRY, HOOKS
 )

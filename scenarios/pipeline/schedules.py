@@ -115,13 +115,13 @@ def build(schedule: str, shape: Shape, *, prefix: str = "") -> Program:
         order = ORDERS[schedule](shape, rank)
         for index, slot in enumerate(order):
             phase = phase_of(schedule, index, order)
-            program.extend(_slot_actions(schedule, shape, rank, slot, phase, prefix))
+            program.extend(slot_actions(schedule, shape, rank, slot, phase, prefix))
     program.validate()
     check_complete(schedule, shape, program)
     return program
 
 
-def _slot_actions(
+def slot_actions(
     schedule: str, shape: Shape, rank: int, slot: Slot, phase: str, prefix: str
 ) -> list[Action]:
     """One compute slot with its messages: F receives the activation from stage s−1

@@ -28,9 +28,10 @@ from dataclasses import dataclass, replace
 from runtime import collectives, formulas
 from runtime.program import Action, Program, barriers
 from runtime.trace import Timeline
-from scenarios.base import Lesson, RankResult, RunData
+from scenarios.base import Hooks, Lesson, RankResult, RunData
 from scenarios.metrics import Metric
 from scenarios.params import Mode, ParamError, Params, choice, integer, size
+from scenarios.ring_allreduce import lumped
 from scenarios.texts import load_texts
 
 DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
@@ -171,7 +172,9 @@ def metrics(
         Metric("builtin_time_s", "s", builtin_s, builtin_predicted_s),
         Metric("builtin_busbw_gbps", "GB/s", busbw(builtin_s), busbw(builtin_predicted_s)),
     ]
-    expected = expected_bytes(params, build(params) if params.stepwise else None)
+    # What each rank sends in one iteration (the tree's differs by rank: read off its steps).
+    tree = params.stepwise and params.algorithm == "tree"
+    expected = expected_bytes(params, build(replace(params, repeat=1)) if tree else None)
     if run is None:
         return [*out, Metric("expected_bytes_per_rank", "bytes", expected)]
     results = run.results
@@ -224,4 +227,8 @@ def expected_bytes(params: RingParams, program: Program | None) -> float | list[
 RANK_ENTRY = (
     "scenarios.ring_allreduce.rank:run_rank"  # what each rank runs (torch: never imported here)
 )
-LESSON = Lesson("ring-allreduce", 1, TEXTS, RingParams, RingResult, build, metrics, RANK_ENTRY)
+# At thousands of ranks and many iterations `predict` lumps (scenarios.ring_allreduce.lumped).
+HOOKS = Hooks(lump=lumped.lump)
+LESSON = Lesson(
+    "ring-allreduce", 1, TEXTS, RingParams, RingResult, build, metrics, RANK_ENTRY, HOOKS
+)

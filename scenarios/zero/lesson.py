@@ -31,6 +31,7 @@ Imports: runtime's pure part and the lesson contract (the UI imports this).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from runtime import formulas
@@ -43,7 +44,7 @@ from scenarios.metrics import Metric
 from scenarios.params import Mode, ParamError, Params, choice, choices, count, integer, size
 from scenarios.shape import FP32, GPTShape
 from scenarios.texts import load_texts
-from scenarios.zero import memory
+from scenarios.zero import lumped, memory
 from scenarios.zero.results import ZeroResult
 
 STAGES = ("ddp", "zero1", "zero2", "zero3", "fsdp2")
@@ -129,28 +130,45 @@ def build(params: ZeroParams) -> Program:
     program = Program(n, name="zero")
     for stage in params.stage:
         program.extend(barriers(f"{stage}/start", group, series=stage, phase=stage))
+        plan = step_plan(stage, len(numels))
         for r in range(n):
             for t in range(params.steps):
-                for kind, u, label, name in step_plan(stage, len(numels)):
-                    where = f"u{u}" if u is not None else ""
-                    action = Action(
-                        id=f"{stage}/s{t}/{name}{where}@r{r}",
-                        rank=r,
-                        kind=kind,
-                        label=label,
-                        series=stage,
-                        step=t,
-                        chunk=u,
-                        phase=stage,
-                    )
-                    if kind in COLLECTIVES:
-                        nbytes = numels[u] * FP32
-                        action = replace(action, group=group, bytes=nbytes, algorithm="ring")
-                    else:  # a unit's F and B cost the same in every stage; Adam does not
-                        key = f"{kind}.{stage}" if u is None else f"{kind}.u{u}"
-                        action = replace(action, cost_key=key)
-                    program.add(action)
+                program.extend(plan_action(stage, t, r, item, numels, group) for item in plan)
     return program
+
+
+def plan_action(
+    stage: str,
+    t: int,
+    rank: int,
+    item: tuple[str, int | None, str, str],
+    numels: list[int],
+    group: Sequence[int],
+) -> Action:
+    """The Action of one item of `step_plan` in step t on `rank`: a unit's collective over
+    `group`, or a compute keyed by its unit (a unit's F and B cost the same in every
+    stage; Adam does not)."""
+    kind, u, label, name = item
+    where = f"u{u}" if u is not None else ""
+    action_id = f"{stage}/s{t}/{name}{where}@r{rank}"
+    if kind in COLLECTIVES and u is not None:
+        return Action(
+            action_id,
+            rank,
+            kind,
+            label,
+            bytes=numels[u] * FP32,
+            group=group,  # a tuple, or a range standing for a million ranks (lumped)
+            algorithm="ring",
+            series=stage,
+            step=t,
+            chunk=u,
+            phase=stage,
+        )
+    key = f"{kind}.{stage}" if u is None else f"{kind}.u{u}"
+    return Action(
+        action_id, rank, kind, label, cost_key=key, series=stage, step=t, chunk=u, phase=stage
+    )
 
 
 def step_plan(stage: str, units: int) -> list[tuple[str, int | None, str, str]]:
@@ -254,5 +272,6 @@ def metrics(
 
 
 RANK_ENTRY = "scenarios.zero.rank:run_rank"  # what each rank runs (torch: never imported here)
-HOOKS = Hooks(estimate, "unit costs")
+# At many ranks or layers `predict` lumps the ranks, alike, into one (scenarios.zero.lumped).
+HOOKS = Hooks(estimate, "unit costs", lump=lumped.lump)
 LESSON = Lesson("zero", 2, TEXTS, ZeroParams, ZeroResult, build, metrics, RANK_ENTRY, HOOKS)

@@ -23,6 +23,7 @@ Imports: runtime's pure part only (the UI imports this module).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from runtime import formulas
@@ -57,7 +58,10 @@ def param_shapes(params: ZeroParams) -> list[list[tuple[int, ...]]]:
 
 
 def unit_numels(params: ZeroParams) -> list[int]:
-    return [sum(math.prod(shape) for shape in unit) for unit in param_shapes(params)]
+    shapes = param_shapes(params)
+    distinct = {id(unit): unit for unit in shapes}  # the blocks share one list: counted once
+    numel = {key: sum(math.prod(shape) for shape in unit) for key, unit in distinct.items()}
+    return [numel[id(unit)] for unit in shapes]
 
 
 def chunk_rows(rows: int, n: int, rank: int) -> int:
@@ -122,17 +126,23 @@ def predicted_rank_bytes(params: ZeroParams, stage: str) -> dict[str, list[float
     biggest = max(numels) * FP32
     sharded = formulas.ZERO_SHARDED["zero3" if stage == "fsdp2" else stage]
     out: dict[str, list[float]] = {c: [] for c in CATEGORIES}
+    # Units alike (the blocks) are counted once, times how many: a model of thousands
+    # of layers costs what one of three does.
+    alike = Counter(zip(numels, map(id, shapes), strict=True))
+    unit_of = {id(unit): unit for unit in shapes}
     for r in range(n):
         if stage == "fsdp2":
             local = sum(
-                chunk_rows(shape[0], n, r) * math.prod(shape[1:])
-                for unit in shapes
-                for shape in unit
+                count * chunk_rows(shape[0], n, r) * math.prod(shape[1:])
+                for (_, unit), count in alike.items()
+                for shape in unit_of[unit]
             )
             tensors = sum(len(unit) for unit in shapes)
             buffers = 2 * biggest  # a unit's gathered params and its grads in reduce-scatter
-        else:
-            local = sum(formulas.even_split(numel, n)[r] for numel in numels)
+        else:  # formulas.even_split(numel, n)[r], without the list of all n
+            local = sum(
+                count * (numel // n + (r < numel % n)) for (numel, _), count in alike.items()
+            )
             tensors = len(numels)
             buffers = {"ddp": 0, "zero1": 0, "zero2": biggest, "zero3": 2 * biggest}[stage]
         moments = (local if "optimizer" in sharded else sum(numels)) * 2 * FP32

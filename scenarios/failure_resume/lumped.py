@@ -1,0 +1,74 @@
+"""Lesson 3 at scale: `predict` of a million training steps, lumped.
+
+The lesson's `lump` hook (scenarios.base.Lumped). Every step ends with an
+all-gather over all ranks, and every rank runs the same actions, so each step
+starts with every rank in step, and all steps take the same time t_step; a
+checkpoint step adds the same t_checkpoint. A few steps are simulated (the
+first ones, the first checkpoint, the last step) and placed exactly where the
+whole run puts them: step k starts at (k−1)·t_step + ⌊(k−1)/every⌋·t_checkpoint.
+One bar per rank stands for the steps in between. The metrics read the same
+numbers off this timeline as off the full one (the run's end, the median step,
+the median checkpoint); the lesson's tests check that they agree where both run.
+
+Imports: runtime's pure part and the lesson contract (the UI imports this).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from runtime.costmodel import CostModel
+from runtime.simulate import simulate
+from runtime.trace import Span, Timeline
+from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
+
+if TYPE_CHECKING:
+    from scenarios.failure_resume.lesson import ResumeParams
+
+# The first steps drawn as simulated (then the first checkpoint and the last step).
+FIRST_STEPS = 3
+
+
+def lump(params: ResumeParams, model: CostModel) -> Lumped | None:
+    """The lumped prediction when the Program has more than LUMP_ABOVE_ACTIONS Actions
+    (None: small enough to simulate them all)."""
+    per_step = 4 if params.sharding == "zero1" else 3
+    saves = params.steps // params.checkpoint_every
+    if params.ranks * (params.steps * per_step + saves) <= LUMP_ABOVE_ACTIONS:
+        return None
+    return lumped(params, model)
+
+
+def lumped(params: ResumeParams, model: CostModel) -> Lumped:
+    """A few steps simulated, placed at their exact times; one bar per rank for the rest."""
+    from scenarios.failure_resume.lesson import build_for
+
+    steps, every = params.steps, params.checkpoint_every
+    shown = sorted({*range(1, min(steps, FIRST_STEPS) + 1), min(every, steps), steps})
+    simulated = simulate(build_for(params, params.ranks, shown), model).spans
+    begin = {k: min(s.start for s in simulated if s.step == k) for k in shown}
+    step_s = max(s.end for s in simulated if s.step == shown[0] and s.kind != "checkpoint")
+    step_s -= begin[shown[0]]
+    writes = [s.duration for s in simulated if s.kind == "checkpoint"]
+    checkpoint_s = writes[0] if writes else 0.0
+
+    def start(k: int) -> float:  # where step k starts in the whole run
+        return (k - 1) * step_s + (k - 1) // every * checkpoint_s
+
+    spans = []
+    for span in simulated:
+        k = span.step or 0
+        moved = start(k) - begin[k]
+        spans.append(replace(span, start=span.start + moved, end=span.end + moved))
+    for a, b in zip(shown, shown[1:], strict=False):
+        if b > a + 1:
+            label = f"steps {a + 1}–{b - 1} (×{b - a - 1:,}, each as step {a})"
+            spans += [Span(r, "lumped", label, start(a + 1), start(b)) for r in range(params.ranks)]
+    formula = (
+        f"every step is alike and ends with an all-gather over all ranks, so steps "
+        f"{', '.join(map(str, shown))} are simulated and the {steps:,} steps placed exactly: "
+        f"step k starts at (k−1)·t_step + ⌊(k−1)/{every}⌋·t_checkpoint "
+        f"(t_step = {step_s:.6g} s, t_checkpoint = {checkpoint_s:.6g} s)"
+    )
+    return Lumped(Timeline(spans=spans), formula)

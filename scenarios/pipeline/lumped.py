@@ -1,0 +1,169 @@
+"""Lesson 5 at scale: `predict` of 64 stages, 256 microbatches and 4 chunks, fast.
+
+The lesson's `lump` hook (scenarios.base.Lumped). Pipeline ranks differ (each
+holds its own stages and waits on its neighbours), so nothing is lumped away:
+every action is simulated, by the simulator's own event loop
+(runtime.eventloop). What is saved is building them: a slot's Actions (the
+receive, the compute, the send) differ from one microbatch to the next only in
+their ids, so each rank's (kind, chunk) slot is built and compiled once
+(scenarios.pipeline.schedules.slot_actions) and its ops repeated along the
+rank's order of work (scenarios.pipeline.orders). The metrics come from the
+ops' times (makespan, bubble) and from the orders (activations held, bytes
+sent), exactly what the full Program gives; what is drawn is each rank's
+first and last compute slots of each schedule, with one bar for the slots
+between. The lesson's tests check both against the full simulation.
+
+Imports: runtime's pure part and the lesson contract (the UI imports this).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING
+
+from runtime.costmodel import CostModel
+from runtime.eventloop import COMPUTE, SEND, Op, Run, run_ops
+from runtime.program import Action, barriers
+from runtime.simulate import Compiler, span_for
+from runtime.trace import Span, Timeline
+from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
+from scenarios.metrics import Metric
+from scenarios.pipeline.orders import ORDERS, Slot
+from scenarios.pipeline.schedules import slot_actions
+
+if TYPE_CHECKING:
+    from scenarios.pipeline.lesson import PipelineParams, SchedulePrediction
+
+# Compute slots drawn in all (each rank's first and last ones of each schedule).
+DRAWN = 6000
+
+
+def lump(params: PipelineParams, model: CostModel) -> Lumped | None:
+    """The fast prediction when the Program has more than LUMP_ABOVE_ACTIONS Actions
+    (None: small enough to build and simulate them all). A slot is a compute with at
+    most a receive before it and a send after it."""
+    if 3 * params.compute_slots <= LUMP_ABOVE_ACTIONS:
+        return None
+    return lumped(params, model)
+
+
+class _Layout:
+    """Where one schedule's ops sit in one rank's row."""
+
+    def __init__(self, barrier: Action, at: int, slots: list[Slot]) -> None:
+        self.barrier = barrier  # the schedule's barrier on this rank…
+        self.at = at  # …and its index in the row
+        self.slots = slots  # the rank's order of work
+        self.compute: list[int] = []  # index of each slot's compute op
+        self.end = at + 1  # one past the schedule's last op
+        self.sent = 0  # bytes the rank sends in the schedule
+        self.messages = 0
+
+
+def lumped(params: PipelineParams, model: CostModel) -> Lumped:
+    """Every action simulated from each rank's order of work; a part of them drawn."""
+    from scenarios.pipeline.lesson import schedule_metrics
+
+    p = params.stages
+    compiler = Compiler(model)
+    everyone = tuple(range(p))
+    rows: list[list[Op]] = [[] for _ in range(p)]
+    layouts: dict[str, list[_Layout]] = {}
+    for schedule in params.schedule:
+        shape, prefix = params.shape(schedule), f"{schedule}/"
+        start = barriers(f"{schedule}/barrier", everyone, series=schedule, phase="start")
+        layouts[schedule] = []
+        for rank in range(p):
+            row = rows[rank]
+            layout = _Layout(start[rank], len(row), ORDERS[schedule](shape, rank))
+            row.append(compiler.op(start[rank]))
+            # (kind, chunk) -> its ops, the compute's place among them, bytes and sends
+            templates: dict[tuple[str, int], tuple[tuple[Op, ...], int, int, int]] = {}
+            for kind, chunk, _ in layout.slots:
+                template = templates.get((kind, chunk))
+                if template is None:
+                    actions = slot_actions(schedule, shape, rank, (kind, chunk, 0), "", prefix)
+                    ops = tuple(compiler.op(a) for a in actions)
+                    at = next(i for i, op in enumerate(ops) if op[0] == COMPUTE)
+                    sends = [a.bytes for a, op in zip(actions, ops, strict=True) if op[0] == SEND]
+                    template = templates[(kind, chunk)] = (ops, at, sum(sends), len(sends))
+                ops, at, nbytes, count = template
+                layout.compute.append(len(row) + at)
+                layout.sent += nbytes
+                layout.messages += count
+                row.extend(ops)
+            layout.end = len(row)
+            layouts[schedule].append(layout)
+    run = run_ops(rows, compiler.groups, model)
+    out = [Metric("parameters", "count", params.model.parameters)]
+    for schedule, per_rank in layouts.items():
+        out += schedule_metrics(params, schedule, _prediction(schedule, per_rank, run), None, [])
+    edge = max(2, DRAWN // (2 * p * len(params.schedule)))
+    spans = [
+        span
+        for schedule, per_rank in layouts.items()
+        for rank, layout in enumerate(per_rank)
+        for span in _drawn(schedule, rank, p, layout, run, edge)
+    ]
+    formula = (
+        f"every one of the {sum(map(len, rows)):,} actions simulated, each rank's slots "
+        "compiled once per kind and chunk and repeated along its order of work (not built "
+        f"one by one); drawn: each rank's first and last {edge} compute slots of each "
+        "schedule, one bar for the slots between"
+    )
+    return Lumped(Timeline(spans=spans), formula, out)
+
+
+def _prediction(schedule: str, per_rank: list[_Layout], run: Run) -> SchedulePrediction:
+    """The schedule's makespan and bubble from the ops' times (a rank's ops start and end
+    in order), and what its order of work holds and sends."""
+    from scenarios.pipeline.lesson import SchedulePrediction
+
+    starts, ends = run.starts, run.ends
+    first = min(starts[r][layout.at + 1] for r, layout in enumerate(per_rank))
+    last = max(ends[r][layout.end - 1] for r, layout in enumerate(per_rank))
+    total = last - first
+    busy = [
+        sum(ends[r][i] - starts[r][i] for i in layout.compute) for r, layout in enumerate(per_rank)
+    ]
+    bubble = 1.0 - statistics.fmean(busy) / total if total > 0 else 0.0
+    release = "W" if schedule == "zb-h1" else "B"  # when a microbatch's activations go
+    peaks = []
+    for layout in per_rank:
+        held = peak = 0
+        for kind, _, _ in layout.slots:
+            held += 1 if kind == "F" else -1 if kind == release else 0
+            peak = max(peak, held)
+        peaks.append(peak)
+    sent = [layout.sent for layout in per_rank]
+    return SchedulePrediction(total, bubble, peaks, sent, sum(x.messages for x in per_rank))
+
+
+def _drawn(schedule: str, rank: int, p: int, layout: _Layout, run: Run, edge: int) -> list[Span]:
+    """The rank's barrier, its first and last `edge` compute slots, a bar between."""
+    starts, ends = run.starts[rank], run.ends[rank]
+    spans = [span_for(layout.barrier, starts[layout.at], ends[layout.at])]
+    count = len(layout.slots)
+    shown = range(count) if count <= 2 * edge else [*range(edge), *range(count - edge, count)]
+    for j in shown:
+        kind, chunk, mb = layout.slots[j]
+        stage, i = chunk * p + rank, layout.compute[j]
+        spans.append(
+            Span(
+                rank,
+                kind,
+                f"{kind}{mb}",
+                starts[i],
+                ends[i],
+                action_id=f"{schedule}/{kind}.s{stage}.mb{mb}",
+                series=schedule,
+                stage=stage,
+                microbatch=mb,
+                chunk=chunk,
+            )
+        )
+    if count > 2 * edge:
+        between = f"slots {edge + 1}–{count - edge} (×{count - 2 * edge}, each simulated)"
+        first, last = layout.compute[edge], layout.compute[count - edge - 1]
+        spans.append(Span(rank, "lumped", between, starts[first], ends[last], series=schedule))
+    return spans

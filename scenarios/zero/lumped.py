@@ -1,0 +1,128 @@
+"""Lesson 2 at scale: `predict` with up to a million ranks or thousands of layers, lumped.
+
+The lesson's `lump` hook (scenarios.base.Lumped). Every rank of a stage runs
+the same actions with the same costs, and every collective spans all of them
+(data parallelism): they start together after the stage's barrier and stay in
+lockstep, so rank 0 stands for all N of them (runtime.simulate's
+simulate_lockstep): each action starts when the one before it ends, a compute
+takes its cost over the core share of N ranks computing at once, a collective
+its α-β ring formula. The steps of a stage are identical, so one is worked out
+and repeated. A step of many units (a model of thousands of layers) is drawn as
+one bar per kind of action (all the forwards, all the all-reduces…), laid end
+to end: the step ends where its actions one after the other end. The stage's
+makespan, all the metrics read off the timeline, is what simulating every
+rank gives; the lesson's tests check that they agree where both run.
+
+Imports: runtime's pure part and the lesson contract (the UI imports this).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from runtime.costmodel import CostModel
+from runtime.program import barriers
+from runtime.simulate import simulate_lockstep, span_for
+from runtime.trace import Span, Timeline
+from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
+from scenarios.zero import memory
+
+if TYPE_CHECKING:
+    from scenarios.zero.lesson import ZeroParams
+
+# A step with more actions than this is drawn one bar per kind of action.
+DRAWN_PER_STEP = 64
+Plan = list[tuple[str, int | None, str, str]]  # scenarios.zero.lesson.step_plan
+
+
+def lump(params: ZeroParams, model: CostModel) -> Lumped | None:
+    """The lumped prediction when the Program has more than LUMP_ABOVE_ACTIONS Actions
+    (None: small enough to simulate them all)."""
+    from scenarios.zero.lesson import step_plan
+
+    units = len(memory.program_units(params))
+    plans = {stage: step_plan(stage, units) for stage in params.stage}
+    per_rank = sum(1 + params.steps * len(plan) for plan in plans.values())
+    if params.ranks * per_rank <= LUMP_ABOVE_ACTIONS:
+        return None
+    return lumped(params, model, plans)
+
+
+def lumped(params: ZeroParams, model: CostModel, plans: dict[str, Plan] | None = None) -> Lumped:
+    """Rank 0 of every stage, standing for all the ranks in lockstep (`plans`: each
+    stage's step_plan, when the caller has them)."""
+    from scenarios.zero.lesson import plan_action, step_plan
+
+    n = params.ranks
+    # Every rank, without listing a million of them (the cost model reads a range's ends).
+    group = range(n)
+    numels = memory.program_units(params)
+    plans = plans or {stage: step_plan(stage, len(numels)) for stage in params.stage}
+    share = model.core_share(n)
+    seconds: dict[tuple[str, int | None, str | None], float] = {}
+
+    def cost(stage: str, item: tuple[str, int | None, str, str]) -> float:
+        kind, u = item[0], item[1]
+        key = (kind, u, stage if u is None else None)  # a unit costs the same in every stage
+        if key not in seconds:
+            action = plan_action(stage, 0, 0, item, numels, group)
+            seconds[key] = (
+                model.collective_time(action)
+                if action.is_collective
+                else model.compute_time(action) / share
+            )
+        return seconds[key]
+
+    spans: list[Span] = []
+    t = 0.0
+    for stage, plan in plans.items():
+        start = barriers(f"{stage}/start", (0,), series=stage, phase=stage)[0]
+        [barrier] = simulate_lockstep([replace(start, group=group)], model, n, t)
+        spans.append(barrier)
+        t = barrier.end
+        durations = [cost(stage, item) for item in plan]
+        if len(plan) <= DRAWN_PER_STEP:  # every action drawn, as the full simulation does
+            for step in range(params.steps):
+                for item, each in zip(plan, durations, strict=True):
+                    spans.append(
+                        span_for(plan_action(stage, step, 0, item, numels, group), t, t + each)
+                    )
+                    t += each
+        else:  # one bar per kind of action, the same in every step
+            bars, length = _by_kind(plan, durations)
+            for step in range(params.steps):
+                for kind, label, begin, end in bars:
+                    spans.append(Span(0, kind, label, t + begin, t + end, series=stage, step=step))
+                t += length
+    formula = (
+        f"the {n:,} ranks of a stage run the same actions in lockstep (every collective spans "
+        f"them all), so rank 0 stands for all: each action starts when the one before ends, "
+        f"a compute takes its cost × max(1, N/cores), a collective its α-β ring formula; the "
+        f"{params.steps} steps of a stage are identical"
+    )
+    if any(len(plan) > DRAWN_PER_STEP for plan in plans.values()):
+        formula += f"; a step of {len(numels):,} units is drawn one bar per kind of action"
+    return Lumped(Timeline(spans=spans), formula)
+
+
+def _by_kind(
+    plan: Plan, durations: list[float]
+) -> tuple[list[tuple[str, str, float, float]], float]:
+    """One step as one bar per kind of action, in the order the kinds first appear and
+    laid end to end: (kind, label, start, end) from the step's start; and the step's
+    length, its actions one after the other."""
+    total: dict[str, float] = {}
+    count: dict[str, int] = {}
+    length = 0.0
+    for (kind, *_), seconds in zip(plan, durations, strict=True):
+        total[kind] = total.get(kind, 0.0) + seconds
+        count[kind] = count.get(kind, 0) + 1
+        length += seconds
+    bars, t = [], 0.0
+    for kind, seconds in total.items():
+        bars.append((kind, f"{kind} ×{count[kind]:,}", t, t + seconds))
+        t += seconds
+    kind, label, begin, _ = bars[-1]
+    bars[-1] = (kind, label, begin, length)
+    return bars, length
