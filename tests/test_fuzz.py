@@ -435,7 +435,7 @@ BASES = {
 }
 
 
-@settings(max_examples=300, **FAST)
+@settings(max_examples=200, **FAST)
 @given(data=st.data())
 def test_replay_of_mutated_documents_never_crashes(data: st.DataObject) -> None:
     doc = BASES[data.draw(st.sampled_from(sorted(BASES)), label="base")]
