@@ -35,7 +35,7 @@ from playground.session import UsageError
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, status 2: no usage dump
-        print(f"playground: error: {message} (see playground --help)", file=sys.stderr)
+        print(f"playground: error: {plain(message)} (see playground --help)", file=sys.stderr)
         raise SystemExit(2)
 
 

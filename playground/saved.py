@@ -20,6 +20,7 @@ from playground import saved_schema as schema
 from playground.formatting import plain
 from playground.session import FORMAT, Outcome, UsageError, decode_results, finish, resolve
 from runtime import calibration
+from runtime.compute import ComputeRates
 from runtime.costmodel import CostModel
 from runtime.launch import LaunchResult
 from runtime.profiles import PROFILES
@@ -59,7 +60,10 @@ def _replay_file(path: Path) -> Outcome:
         measured = schema.timeline(doc.measured, doc.counters, doc.marks)
     profile = PROFILES["cpu-default"]
     if doc.profile is not None:
-        profile = CostModel(**schema.msgspec.structs.asdict(doc.profile))
+        fields = schema.msgspec.structs.asdict(doc.profile)
+        if doc.profile.rates is not None:
+            fields["rates"] = ComputeRates(**schema.msgspec.structs.asdict(doc.profile.rates))
+        profile = CostModel(**fields)
     return Outcome(
         lesson,
         params,

@@ -94,6 +94,25 @@ class CurveDoc(Struct, frozen=True):
     log_x: bool = False
 
 
+Rate = Annotated[float, Meta(gt=0, le=1e30)]
+Fraction = Annotated[float, Meta(gt=0, le=1)]
+
+
+class RatesDoc(Struct, frozen=True):
+    """runtime.compute.ComputeRates, bounded."""
+
+    forward_flops_per_s: Rate
+    backward_flops_per_s: Rate
+    forward_overhead_s: Annotated[float, Meta(ge=0, le=1e3)]
+    backward_overhead_s: Annotated[float, Meta(ge=0, le=1e3)]
+    adam_s_per_element: Annotated[float, Meta(ge=0, le=1)]
+    disk_bytes_per_s: Rate = 5e8
+    peak_flops_per_s: Rate | None = None
+    achieved_fraction: Fraction | None = None
+    memory_bytes: Annotated[float, Meta(ge=0, le=1e18)] | None = None
+    source: Text = ""
+
+
 class ProfileDoc(Struct, frozen=True):
     name: Text
     alpha: Annotated[float, Meta(ge=0, le=1e6)]
@@ -107,6 +126,7 @@ class ProfileDoc(Struct, frozen=True):
     inter_beta: Annotated[float, Meta(ge=0, le=1e6)] | None = None
     cores: Annotated[int, Meta(ge=1, le=1 << 20)] | None = None
     flops_per_s: Annotated[float, Meta(ge=0, le=1e30)] | None = None
+    rates: RatesDoc | None = None
     source: Text = ""
 
 

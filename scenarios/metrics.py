@@ -83,10 +83,13 @@ def _number(value: Any) -> bool:
 
 
 def _finite(value: Any) -> Any:
+    """The value with every non-finite number (nested in lists and dicts) as None."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, list):
         return [_finite(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
     return value
 
 
@@ -121,4 +124,4 @@ class Curve:
     log_x: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: _finite(v) if isinstance(v, list) else v for k, v in asdict(self).items()}
+        return {k: _finite(v) for k, v in asdict(self).items()}

@@ -243,22 +243,8 @@ def test_cli_params_never_crash(command: str, scenario: str, data: st.DataObject
 @pytest.mark.parametrize(
     "word",
     [
-        pytest.param(
-            "extra\x1b[31mred",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="playground.cli._Parser.error prints argparse's message raw: "
-                "`unrecognized arguments` echoes control characters (needs plain())",
-            ),
-        ),
-        pytest.param(
-            "two\nlines",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="playground.cli._Parser.error prints argparse's message raw: "
-                "a newline in an unrecognized argument makes two lines (needs plain())",
-            ),
-        ),
+        "extra\x1b[31mred",
+        "two\nlines",
         "--no-such-flag",
     ],
 )
