@@ -39,6 +39,7 @@ from playground.widgets.ring import RingView
 from runtime.pool import RankPool
 from runtime.program import Action
 from scenarios.base import Lesson
+from scenarios.metrics import find
 
 PANELS = (("tab-metrics", "app.metrics"), ("tab-ring", "app.ring"), ("tab-memory", "app.memory"))
 
@@ -172,7 +173,11 @@ class LessonScreen(BilingualBindings, Screen[None]):
     # -- showing an outcome -------------------------------------------------------------
     def show_outcome(self, outcome: session.Outcome) -> None:
         self.outcome = outcome
-        self.actions = {a.id: a for a in outcome.lesson.build(outcome.params).actions()}
+        # A lumped prediction (predict at scale) stands for more Actions than are worth
+        # building again here: its spans are drawn without them.
+        lumped = find(outcome.metrics, "lumped") is not None
+        program = None if lumped else outcome.lesson.build(outcome.params)
+        self.actions = {a.id: a for a in program.actions()} if program is not None else {}
         self.gantt.set_timelines(outcome.measured, outcome.predicted)
         self.gantt.follow = False
         self._show_panels(outcome)
@@ -188,7 +193,10 @@ class LessonScreen(BilingualBindings, Screen[None]):
                 titles[phase] = step.title[language].split(": ", 1)[-1]
         followed = outcome.measured if outcome.measured is not None else outcome.predicted
         ring = self.query_one("#ring", RingView)
-        ring.set_data(outcome.params.world_size, self.actions.values(), followed, titles)
+        world = outcome.params.world_size
+        if find(outcome.metrics, "lumped") is not None:  # only the ranks it draws
+            world = max(outcome.predicted.ranks(), default=0) + 1
+        ring.set_data(world, self.actions.values(), followed, titles)
         rows = memory_rows(outcome.metrics)
         words = {w: t(f"app.memory_{w}", language) for w in ("measured", "predicted", "note")}
         if not rows:
