@@ -33,6 +33,9 @@ from playground.report import check_outputs, report, report_calibration
 from playground.session import UsageError
 
 
+SHOW_MAX_RANKS = 256
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, status 2: no usage dump
         print(f"playground: error: {plain(message)} (see playground --help)", file=sys.stderr)
@@ -242,6 +245,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     from playground.session import resolve
 
     lesson, params = resolve(args.scenario, _raw_params(args), "predict")
+    if params.world_size > SHOW_MAX_RANKS:  # a line per rank: beyond this, nobody reads it
+        raise UsageError(
+            f"show prints at most {SHOW_MAX_RANKS} ranks' programs; this one has "
+            f"{params.world_size} (predict shows any size)"
+        )
     program = lesson.build(params)
     if args.json:
         doc = {"scenario": lesson.name, "params": params.to_dict(), **program_doc(program)}

@@ -77,7 +77,7 @@ def test_defaults_typed_values_and_the_text_a_learner_types() -> None:
         ({"mtbf": "1e400s"}, "predict", "mtbf", "a duration"),
         ({"mode": "magic"}, "run", "mode", "one of ring, tree"),
         ({"kinds": "a,a"}, "run", "kinds", "once"),
-        ({"psi": "0"}, "run", "psi", "at least 1"),
+        ({"psi": "0"}, "run", "psi", "from 1 to"),
         ({"hidden": "30"}, "run", "hidden", "multiple of heads"),
         ({"colour": "red"}, "run", None, "unknown parameter"),
         ({"n": "3", "ranks": "4"}, "run", "n", "give one of them"),
