@@ -220,7 +220,9 @@ def run_rank(
     envelope: dict[str, Any] = {
         "result": result,
         "backend": backend,
-        "torch_version": torch.__version__,
+        # A plain str: torch.__version__ is a TorchVersion, and unpickling one would
+        # import torch into the parent (the UI process, which must never import it).
+        "torch_version": str(torch.__version__),
         "t0_ns": ctx.t0_ns,  # the spans' time zero: when the first action ran, for the parent
     }
     if not stream:

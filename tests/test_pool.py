@@ -10,6 +10,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -228,3 +230,20 @@ def test_a_run_with_faults_stays_cold_beside_a_warm_pool() -> None:
         again = session.run("ring-allreduce", raw, hardware="cpu-default", pool=pool)
     assert warm.warm is False and again.warm is True
     assert again.start_s is not None and again.start_s > 0
+
+
+def test_the_parent_never_imports_torch() -> None:
+    """What ranks send back is plain data: unpickling it must not import torch into the
+    parent (the app's UI process), on cold or warm ranks."""
+    code = (
+        "import sys\n"
+        "from playground import session\n"
+        "from runtime.pool import RankPool\n"
+        "ring = {'ranks': '2', 'size': '64KiB'}\n"
+        "with RankPool() as pool:\n"
+        "    for _ in range(2):\n"
+        "        session.run('ring-allreduce', ring, hardware='cpu-default', pool=pool)\n"
+        "session.run('zero', {'ranks': '2', 'steps': '1'}, hardware='cpu-default')\n"
+        "assert 'torch' not in sys.modules, 'a message from the ranks imported torch'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=170)
