@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from functools import partial
+from typing import TYPE_CHECKING
 
 from textual.app import App
 from textual.command import Hit, Hits, Provider
@@ -33,6 +34,9 @@ from playground.screens.lesson import LessonScreen
 from runtime.launch import prepare
 from runtime.pool import RankPool
 from scenarios.registry import get_lesson, lessons
+
+if TYPE_CHECKING:
+    from playground.metrics_server import MetricsServer
 
 
 class LessonCommands(Provider):
@@ -72,8 +76,11 @@ class PlaygroundApp(BilingualBindings, App[None]):
 
     language: reactive[str] = reactive("en")
 
-    def __init__(self, language: str | None = None) -> None:
+    def __init__(self, language: str | None = None, metrics: MetricsServer | None = None) -> None:
         super().__init__()
+        # The Prometheus endpoint (PLAYGROUND_METRICS_PORT, playground.metrics_server):
+        # each run's live per-rank figures, served while the app runs.
+        self.metrics = metrics
         # Before Textual replaces sys.stderr (DESIGN.md): the resource tracker that
         # spawned ranks need must start now, or launching fails later.
         prepare()
@@ -121,7 +128,7 @@ class PlaygroundApp(BilingualBindings, App[None]):
         self.open_lesson(message.scenario)
 
     def open_lesson(self, name: str) -> None:
-        screen = LessonScreen(get_lesson(name), pool=self.pool)
+        screen = LessonScreen(get_lesson(name), pool=self.pool, metrics=self.metrics)
         self.push_screen(screen.data_bind(PlaygroundApp.language))
 
 

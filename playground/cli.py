@@ -5,6 +5,7 @@
     playground predict SCENARIO [-p k=v]... [--ranks N] [--hardware NAME] [--json]
     playground run SCENARIO [-p k=v]... [--ranks N] [--backend auto|gloo|nccl]
                    [--fault SPEC]... [--export FILE.html] [--trace FILE.json] [--json]
+                   [--metrics-port PORT]
     playground replay PATH [--json] [--export ...] [--trace ...]
     playground show SCENARIO [-p k=v]... [--ranks N] [--json]
     playground calibrate [--ranks N] [--backend ...] [--json]
@@ -31,7 +32,7 @@ from playground.formatting import plain
 from playground.i18n import t
 from playground.report import check_outputs, report, report_calibration
 from playground.session import UsageError
-
+from playground.worker_figures import check_settings
 
 SHOW_MAX_RANKS = 256
 
@@ -105,10 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="SPEC",
-        help="inject a failure: kill:rank=R,after=0.5s or hang:rank=R,after=1s; in lessons "
-        "with steps also kill:rank=R,step=K, kill:rank=R,during=checkpoint, "
-        "corrupt:checkpoint=latest (repeatable)",
+        help="inject a failure: kill:rank=R,after=0.5s or hang:rank=R,after=1s, or a "
+        "straggler: slow:rank=R,factor=F; in lessons with steps also kill:rank=R,step=K, "
+        "kill:rank=R,during=checkpoint, corrupt:checkpoint=latest (repeatable)",
     )
+    p.add_argument("--metrics-port", type=int, metavar="PORT", help=t("cli.metrics_port_help"))
     p.add_argument(
         "--hardware", metavar="NAME", help="predict with a named profile instead of calibration"
     )
@@ -216,17 +218,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(t("cli.calibrating", n=world), file=sys.stderr)
 
     check_outputs(args)  # before any rank starts: a bad path must not cost a whole run
-    try:
-        outcome = session.run(
-            args.scenario,
-            _raw_params(args),
-            backend=args.backend,
-            faults=args.fault,
-            hardware=args.hardware,
-            on_calibrate=announce,
-            keep=args.keep,
-            host=args.host,
-        )
+    raw = _raw_params(args)
+    from playground.metrics_server import serving
+
+    try:  # --metrics-port: listening (or refused) before any rank starts, for the run's life
+        with serving(args.scenario, raw, args.metrics_port) as on_message:
+            outcome = session.run(
+                args.scenario,
+                raw,
+                backend=args.backend,
+                faults=args.fault,
+                hardware=args.hardware,
+                on_calibrate=announce,
+                keep=args.keep,
+                host=args.host,
+                on_message=on_message,
+            )
     except RunFailed as exc:
         print(f"playground: {t('cli.run_failed', error=exc)}", file=sys.stderr)
         return 1
@@ -287,8 +294,10 @@ def _start_app() -> int:
 
     prepare()  # before Textual replaces sys.stderr (DESIGN.md)
     from playground.app import PlaygroundApp
+    from playground.metrics_server import serve_app
 
-    PlaygroundApp().run()
+    with serve_app() as metrics:  # PLAYGROUND_METRICS_PORT: bound before the first frame
+        PlaygroundApp(metrics=metrics).run()
     return 0
 
 
@@ -305,6 +314,7 @@ COMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        check_settings()  # PLAYGROUND_STRAGGLER_RATIO, in one line before anything runs
         if args.command is None:
             return _start_app()
         status = COMMANDS[args.command](args)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from playground.formatting import metric_lines, plain
-from playground.i18n import t
+from playground.i18n import default_language, t
 from playground.session import Outcome, UsageError
 from runtime import calibration
 from runtime.costmodel import CostModel
@@ -58,6 +58,11 @@ def report(outcome: Outcome, args: argparse.Namespace) -> int:
         words = {w: t(f"app.{w}") for w in ("measured", "predicted", "error")}
         for line in metric_lines(outcome.metrics, words):
             print(plain(line))
+        if outcome.workers is not None:  # each rank's figures, and the straggler
+            from playground.workers_text import text_lines
+
+            for line in text_lines(outcome.workers, default_language()):
+                print(plain(line))
         if outcome.run_dir:
             # plain: a replayed torchrun dir's name is whatever the archive held.
             print(t("cli.run_dir", path=plain(outcome.run_dir)))

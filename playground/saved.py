@@ -63,6 +63,7 @@ def _replay_file(path: Path) -> Outcome:
         fields = schema.msgspec.structs.asdict(doc.profile)
         if doc.profile.rates is not None:
             fields["rates"] = ComputeRates(**schema.msgspec.structs.asdict(doc.profile.rates))
+        fields["slow"] = tuple(doc.profile.slow)
         profile = CostModel(**fields)
     return Outcome(
         lesson,

@@ -125,6 +125,9 @@ class ProfileDoc(Struct, frozen=True):
     inter_alpha: Annotated[float, Meta(ge=0, le=1e6)] | None = None
     inter_beta: Annotated[float, Meta(ge=0, le=1e6)] | None = None
     cores: Annotated[int, Meta(ge=1, le=1 << 20)] | None = None
+    slow: Annotated[
+        list[tuple[Rank, Annotated[float, Meta(ge=1, le=100)]]], Meta(max_length=64)
+    ] = []
     flops_per_s: Annotated[float, Meta(ge=0, le=1e30)] | None = None
     rates: RatesDoc | None = None
     source: Text = ""
@@ -133,6 +136,51 @@ class ProfileDoc(Struct, frozen=True):
 Spans = Annotated[list[SpanDoc], Meta(max_length=5_000_000)]
 Counters = Annotated[list[CounterDoc], Meta(max_length=5_000_000)]
 Marks = Annotated[list[MarkDoc], Meta(max_length=100_000)]
+
+
+Figure = Number | None
+Figures = Annotated[list[Figure], Meta(max_length=1 << 16)]
+Spread = Annotated[dict[Literal["min", "median", "max"], Number], Meta(max_length=3)]
+
+
+class WindowDoc(Struct, frozen=True):
+    series: Name | None
+    step: Index | None
+    start: Time
+    end: Time
+    closed: bool
+
+
+class RankWorkerDoc(Struct, frozen=True):
+    """One rank of `workers` (runtime.stragglers.WorkersReport.to_dict)."""
+
+    rank: Rank
+    per_step: Annotated[dict[Name, Figures], Meta(max_length=32)]
+    totals: Annotated[dict[Name, Figure], Meta(max_length=32)]
+    memory: Annotated[
+        dict[Name, Annotated[dict[Name, Number], Meta(max_length=4)]], Meta(max_length=32)
+    ]
+    device: Annotated[
+        dict[Name, Annotated[dict[Name, Number], Meta(max_length=4)] | Figure], Meta(max_length=4)
+    ]
+    errors: Annotated[dict[Name, Index], Meta(max_length=8)]
+    straggler_steps: Index = 0
+
+
+class WorkersDoc(Struct, frozen=True):
+    """`workers` of a run's --json: accepted and bounded, never trusted. A replay computes
+    it again from the measured timeline, as a metric's error from its pair."""
+
+    threshold: Annotated[float, Meta(gt=1, le=10)]
+    windows: Annotated[list[WindowDoc], Meta(max_length=1 << 16)]
+    ranks: Annotated[list[RankWorkerDoc], Meta(max_length=4096)]
+    aggregate: Annotated[dict[Name, Spread | None], Meta(max_length=32)]
+    steps: Annotated[list[dict[Name, Number | Rank | Name]], Meta(max_length=1 << 16)]
+    items: Name | None = None
+    slowest: Rank | None = None
+    ratio: Number | None = None
+    straggler: Rank | None = None
+    reason: Literal["compute", "communication"] | None = None
 
 
 class RunDoc(Struct, frozen=True):
@@ -149,6 +197,7 @@ class RunDoc(Struct, frozen=True):
     measured: Spans | None = None
     marks: Marks = []
     counters: Counters = []
+    workers: WorkersDoc | None = None
 
 
 class TorchrunMeta(Struct, frozen=True):

@@ -23,11 +23,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from runtime import calibration
-from runtime.costmodel import CostModel
-from runtime.faults import parse_faults
+from runtime.costmodel import CostModel, slowed
+from runtime.faults import parse_faults, slow_factors
 from runtime.launch import LaunchResult, LaunchSpec, launch
 from runtime.pool import RankPool
 from runtime.profiles import PROFILES, get_profile
@@ -39,6 +40,9 @@ from scenarios.base import Lesson, RunData
 from scenarios.metrics import Curve, Metric
 from scenarios.params import Mode, ParamError, Params
 from scenarios.registry import get_lesson
+
+if TYPE_CHECKING:
+    from runtime.stragglers import WorkersReport
 
 # The shape of `--json` documents: 2 since metrics are a typed list (README, "JSON").
 FORMAT = 2
@@ -69,6 +73,14 @@ class Outcome:
     warm: bool | None = None
     start_s: float | None = None
 
+    @cached_property
+    def workers(self) -> WorkersReport | None:
+        """Each rank's figures in the measured run (playground.worker_figures); None
+        before a run. Always computed from the timeline, never read back from a file."""
+        from playground.worker_figures import workers_of
+
+        return workers_of(self, self.measured) if self.measured is not None else None
+
     def to_doc(self) -> dict[str, Any]:
         """The `--json` document (strict JSON: non-finite numbers become null)."""
         doc: dict[str, Any] = {
@@ -85,6 +97,8 @@ class Outcome:
             doc["measured"] = [s.to_dict() for s in self.measured.spans]
             doc["marks"] = [m.to_dict() for m in self.measured.marks]
             doc["counters"] = [c.to_dict() for c in self.measured.counters]
+            if self.workers is not None:
+                doc["workers"] = self.workers.to_dict()
         doc["predicted"] = [s.to_dict() for s in self.predicted.spans]
         return doc
 
@@ -197,7 +211,8 @@ def run(
                     # The calibration and the run on the same ranks: spawn and import once.
                     ranks = own_pool = RankPool()
                 model = calibrate(world, backend, pool=ranks)
-        model = lesson.prepare_model(params, model)
+        # A slowed rank (--fault slow:...) is predicted slowed too: the same run.
+        model = slowed(lesson.prepare_model(params, model), slow_factors(parsed_faults))
         program = lesson.build(params)
         # The prediction shown while the run goes (the app's), and a check that the
         # Program can finish: a deadlock is refused before any rank starts.

@@ -18,6 +18,7 @@ Engine part: imports torch, only inside rank processes.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 import torch
@@ -86,9 +87,14 @@ class Comm:
         request = dist.irecv(incoming, action.src) if incoming.numel() else None
         return request, incoming
 
-    def execute(self, action: Action, tensor: torch.Tensor, after: Action | None = None) -> None:
-        """Run one action on `tensor`; `after` is the next action, to pre-post its receive."""
+    def execute(
+        self, action: Action, tensor: torch.Tensor, after: Action | None = None
+    ) -> float | None:
+        """Run one action on `tensor`; `after` is the next action, to pre-post its receive.
+        Returns the seconds spent reducing what arrived (the local compute of a ring step,
+        which a slowed rank slows: runtime.worker), None when it reduced nothing."""
         kind = action.kind
+        reduced = None
         if kind == "sendrecv":
             chunks = self._chunks(action, tensor)
             outgoing = chunks[action.arg("send_chunk")]
@@ -106,7 +112,9 @@ class Comm:
             if request is not None:
                 request.wait()
             if action.reduce:
+                began = time.perf_counter()
                 target.add_(incoming)
+                reduced = time.perf_counter() - began
             self._count(outgoing, incoming)
         elif kind == "send":
             self._settle()
@@ -117,7 +125,9 @@ class Comm:
             incoming = self._tmp(tensor.numel(), tensor) if action.reduce else tensor
             dist.recv(incoming, action.src)
             if action.reduce:
+                began = time.perf_counter()
                 tensor.add_(incoming)
+                reduced = time.perf_counter() - began
             self._count(None, incoming)
         elif kind == "all_reduce":
             self._settle()
@@ -132,6 +142,7 @@ class Comm:
             dist.barrier()
         else:
             raise ValueError(f"Comm cannot execute a {kind!r} action")
+        return reduced
 
     def run(
         self, actions: Sequence[Action], tensor: torch.Tensor, runner: Callable | None = None

@@ -22,6 +22,12 @@ compute_time is the duration with a core to itself. Communication on loopback
 also burns CPU, which calibration captures by measuring with all ranks
 exchanging at once at the same world size.
 
+Stragglers: `slow` lists (rank, factor) pairs, a rank whose local compute takes
+`factor` times as long (the `slow` fault, runtime.faults). The simulator
+(runtime.eventloop) runs that rank's compute at its shared speed, then keeps
+the rank busy (factor − 1) times as long again without taking a core, as the
+real rank sleeps; its reductions on received data take `factor` times as long.
+
 Pure: stdlib only.
 """
 
@@ -54,6 +60,18 @@ class CostModel:
     rates: ComputeRates | None = None
     source: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    # Slowed ranks: (rank, factor) pairs (the `slow` fault); empty when every rank is alike.
+    slow: tuple[tuple[int, float], ...] = ()
+
+    def slow_factors(self, world_size: int) -> list[float] | None:
+        """Each rank's compute factor (1.0: as calibrated); None when no rank is slowed."""
+        if not self.slow:
+            return None
+        factors = [1.0] * world_size
+        for rank, factor in self.slow:
+            if 0 <= rank < world_size:
+                factors[rank] *= factor
+        return factors
 
     # -- links ---------------------------------------------------------------
     def same_node(self, a: int, b: int) -> bool:
@@ -144,7 +162,16 @@ class CostModel:
         data = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         if isinstance(data.get("rates"), dict):
             data["rates"] = ComputeRates.from_dict(data["rates"])
+        if "slow" in data:
+            data["slow"] = tuple((int(r), float(f)) for r, f in data["slow"])
         return cls(**data)
+
+
+def slowed(model: CostModel, factors: Mapping[int, float]) -> CostModel:
+    """`model` with these ranks' compute slowed (rank -> factor; runtime.faults.slow_factors)."""
+    if not factors:
+        return model
+    return replace(model, slow=tuple(sorted((int(r), float(f)) for r, f in factors.items())))
 
 
 def _on_one_node(group: Sequence[int], ranks_per_node: int) -> bool:

@@ -23,6 +23,11 @@ whose message is already there) is followed at once by the rank's next op,
 without a trip through the event queue, unless a compute is due at that
 instant (computes due first end first, as they always do).
 
+A slowed rank (CostModel.slow, the `slow` fault) computes at its shared speed,
+then stays busy (factor − 1) times the compute's duration without holding a
+core, as the real rank sleeps; its reductions of received data take factor
+times as long.
+
 Pure: stdlib only.
 """
 
@@ -145,6 +150,7 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
     heapq.heapify(ready)
     push, pop = heapq.heappush, heapq.heappop
     sharing = _CoreSharing(model) if model.cores is not None and model.cores > 0 else None
+    slow = model.slow_factors(n) or [1.0] * n  # each rank's compute factor
     mailbox: dict[Any, deque[float]] = defaultdict(deque)  # channel -> arrival times
     link_free: dict[Any, float] = {}
     waiting: dict[Any, tuple[int, float]] = {}  # channel -> (blocked rank, since)
@@ -175,7 +181,7 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
             other, since = blocked
             head = ops[other][pc[other]]
             reduce = head[2] if head[0] == RECV else head[6]
-            finish(other, since, max(since, arrive) + reduce)
+            finish(other, since, max(since, arrive) + reduce * slow[other])
         return arrive
 
     def collective(rank: int, op: Op, t: float) -> None:
@@ -206,7 +212,7 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
             code = op[0]
             if code == COMPUTE:
                 if sharing is None:
-                    finish(rank, t, t + op[1])
+                    finish(rank, t, t + op[1] * slow[rank])
                 else:
                     sharing.start(rank, op[1], t)
                 return
@@ -226,7 +232,7 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
                 if not box:
                     waiting[channel] = (rank, t)
                     return
-                end = max(t, box.popleft()) + reduce
+                end = max(t, box.popleft()) + reduce * slow[rank]
             starts[rank][i] = t
             ends[rank][i] = end
             order.append(rank)
@@ -263,9 +269,15 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
                     now = sharing.now
                     i = pc[rank]
                     starts[rank][i] = begun
-                    ends[rank][i] = now
                     order.append(rank)
                     pc[rank] = i + 1
+                    if slow[rank] != 1.0:  # it sleeps off the rest, holding no core
+                        end = now + (slow[rank] - 1.0) * (now - begun)
+                        ends[rank][i] = end
+                        if i + 1 < len(ops[rank]):
+                            push(ready, (end, rank))
+                        continue
+                    ends[rank][i] = now
                     if i + 1 < len(ops[rank]):
                         step(rank, now, next_end())
             else:

@@ -8,12 +8,17 @@
                                    (the second one of the run, or the one at step=K)
     corrupt:checkpoint=latest      flip bytes of the newest checkpoint once it is written,
                                    so the restart after a failure must fall back
+    slow:rank=R,factor=F           a straggler: rank R's local compute takes F times as
+                                   long (after each compute it sleeps F−1 times what the
+                                   compute took: no busy loop, its cores go to the others)
 
 Several `--fault` flags may be given. Parsed here (pure), carried to the ranks
 as Fault records: time-based faults are fired by runtime.worker's timers,
 step-based ones by the training loop of a lesson that has steps (it reads
 them from RankContext.faults: failure-resume's rank code), and `corrupt`
-by the restart supervisor (runtime.supervise) on the checkpoint directory. A
+by the restart supervisor (runtime.supervise) on the checkpoint directory, and
+`slow` by runtime.worker.RankContext.execute around every compute Action (the
+simulator slows the same rank: CostModel.slow, `slowed`). A
 kill is SIGKILL and a hang SIGSTOP of the real rank process: what a crashed
 host and a wedged GPU or NCCL call look like from outside. The launcher
 (runtime.launch) must notice, name the rank and tear every rank down.
@@ -23,6 +28,7 @@ In DESIGN.md's picture: runtime, pure part (stdlib only).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 
 from runtime.units import parse_duration
@@ -37,12 +43,15 @@ FAULT_FORMS: dict[str, tuple[frozenset[str], ...]] = {
     ),
     "hang": (frozenset({"rank", "after"}), frozenset({"rank", "step"})),
     "corrupt": (frozenset({"checkpoint"}),),
+    "slow": (frozenset({"rank", "factor"}),),
 }
 # A timed fault fires within a run's lifetime; later would never fire (and 1e400s is inf).
 MAX_AFTER_S = 3600.0
+# A straggler at most this many times slower: past it a run only waits.
+MAX_SLOW_FACTOR = 100.0
 USAGE = (
     "use kill:rank=R,after=0.5s, hang:rank=R,after=1s, kill:rank=R,step=K, "
-    "kill:rank=R,during=checkpoint or corrupt:checkpoint=latest"
+    "kill:rank=R,during=checkpoint, corrupt:checkpoint=latest or slow:rank=R,factor=F"
 )
 
 
@@ -54,6 +63,7 @@ class Fault:
     step: int | None = None
     during: str | None = None
     checkpoint: str | None = None
+    factor: float | None = None  # slow: how many times slower the rank's compute is
     index: int = 0  # its place among the run's --fault flags: names its fired record
 
     @property
@@ -74,6 +84,8 @@ class Fault:
             parts.append(f"step={self.step}")
         if self.during is not None:
             parts.append(f"during={self.during}")
+        if self.factor is not None:
+            parts.append(f"factor={self.factor:g}")
         return f"{self.kind}:{','.join(parts)}"
 
 
@@ -108,6 +120,8 @@ def parse_fault(spec: str, world_size: int) -> Fault:
         raise ValueError(
             f"--fault {spec!r}: rank must be in 0..{world_size - 1} for {world_size} ranks"
         )
+    if kind == "slow":
+        return Fault(kind, rank, factor=_factor(spec, fields["factor"]))
     after = step = None
     if "after" in fields:
         try:
@@ -131,13 +145,37 @@ def parse_fault(spec: str, world_size: int) -> Fault:
     return Fault(kind, rank, after, step, during)
 
 
-def require_timed(faults: list[Fault]) -> None:
-    """For scenarios without training steps or checkpoints: only time-based faults mean
-    something there, so the others are refused rather than silently never fired."""
+def _factor(spec: str, text: str) -> float:
+    """A slow fault's factor: a finite number from 1 (as fast) to MAX_SLOW_FACTOR."""
+    try:
+        factor = float(text)
+    except ValueError:
+        raise ValueError(f"malformed --fault {spec!r}: factor must be a number") from None
+    if not (math.isfinite(factor) and 1.0 <= factor <= MAX_SLOW_FACTOR):
+        raise ValueError(
+            f"--fault {spec!r}: factor must be a number from 1 to {MAX_SLOW_FACTOR:g} "
+            "(how many times slower the rank computes)"
+        )
+    return factor
+
+
+def slow_factors(faults: list[Fault]) -> dict[int, float]:
+    """Rank -> how many times slower its compute is (several slow faults multiply)."""
+    out: dict[int, float] = {}
     for fault in faults:
-        if not fault.timed:
+        if fault.kind == "slow" and fault.rank is not None and fault.factor is not None:
+            out[fault.rank] = out.get(fault.rank, 1.0) * fault.factor
+    return out
+
+
+def require_timed(faults: list[Fault]) -> None:
+    """For scenarios without training steps or checkpoints: only time-based faults (and a
+    slow rank, which every lesson honours) mean something there, so the others are
+    refused rather than silently never fired."""
+    for fault in faults:
+        if not fault.timed and fault.kind != "slow":
             raise ValueError(
                 f"--fault {fault.describe()!r}: step, checkpoint and corrupt faults need a "
                 "scenario with training steps and checkpoints (failure-resume); "
-                "use kill:rank=R,after=0.5s or hang:rank=R,after=1s here"
+                "use kill:rank=R,after=0.5s, hang:rank=R,after=1s or slow:rank=R,factor=F here"
             )

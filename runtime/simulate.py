@@ -193,6 +193,8 @@ def simulate_lockstep(
     `copies` ranks computing at once, a collective its formula (no member waits
     for another). What simulating all `copies` ranks gives, without listing them.
     The first action starts at `start`."""
+    if model.slow:
+        raise ValueError("a slowed rank is not like the others: simulate every rank")
     share = model.core_share(copies)
     spans: list[Span] = []
     t = start

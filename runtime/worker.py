@@ -18,6 +18,12 @@ supervisor, its Attempt. Nothing here names a lesson or imports `scenarios`.
 The entry gets a RankContext and returns the lesson's typed result record (a
 dataclass), sent back as plain JSON-able data.
 
+A slowed rank (the `slow` fault) is slowed in `RankContext.execute`, for every
+lesson alike: after each compute Action it sleeps (factor − 1) times what the
+action took (a sleep, not a busy loop: the cores go to the others meanwhile),
+after a ring step in proportion to the seconds its handler says it reduced.
+CUDA ranks also record device memory and utilisation (runtime.device_stats).
+
 Records (Spans and Counters) are batched every 50 ms; time zero is rank 0's
 CLOCK_MONOTONIC reading when all ranks left the start barrier
 (perf_counter_ns is CLOCK_MONOTONIC on Linux, shared by the processes of one
@@ -47,7 +53,8 @@ import torch
 import torch.distributed as dist
 
 from runtime.bootstrap import RankSpec, keep_freed_memory, log_to
-from runtime.faults import Fault
+from runtime.device_stats import device_counters
+from runtime.faults import Fault, slow_factors
 from runtime.files import write_text_atomic
 from runtime.program import Action
 from runtime.restart import Attempt
@@ -88,6 +95,9 @@ class RankContext(Generic[P]):
         self._channel = channel
         # Parsed --fault specs: rank code fires the step-based ones (timers fire the rest).
         self.faults = list(faults or [])
+        # The `slow` fault: how many times slower this rank's compute is (1.0: as it is).
+        self.slow = slow_factors(self.faults).get(rank, 1.0)
+        self._last_device_ns = 0
         # Under the restart supervisor: which attempt, where checkpoints live, and
         # the first attempt's time origin. None when launched plainly or by torchrun.
         self.attempt = attempt
@@ -134,16 +144,32 @@ class RankContext(Generic[P]):
             self.spans, self.counters = [], []
         self._last_flush_ns = time.perf_counter_ns()
 
-    def execute(self, actions: Iterable[Action], handler: Callable[[Action], None]) -> None:
-        """Run each action with `handler`, timing it into a Span."""
+    def execute(self, actions: Iterable[Action], handler: Callable[[Action], float | None]) -> None:
+        """Run each action with `handler`, timing it into a Span. A handler may return the
+        seconds of local compute inside a communication action (a ring step's reduction):
+        what a slowed rank slows besides its compute actions."""
         for action in actions:
             if self._channel is not None:
                 self._channel.current_action = action.id
             start = time.perf_counter_ns()
-            handler(action)
+            local = handler(action)
+            if self.slow != 1.0:
+                took = (time.perf_counter_ns() - start) / 1e9 if action.is_compute else local
+                if took:
+                    time.sleep((self.slow - 1.0) * took)
             self.record(action, start, time.perf_counter_ns())
+            if self.device.type == "cuda":
+                self.sample_device()
         if self._channel is not None:
             self._channel.current_action = None
+
+    def sample_device(self) -> None:
+        """CUDA ranks, at most every STREAM_INTERVAL_S: runtime.device_stats' Counters."""
+        now = time.perf_counter_ns()
+        if now - self._last_device_ns >= STREAM_INTERVAL_S * 1e9:
+            self._last_device_ns = now
+            for category, value in device_counters(self.device):
+                self.sample(category, value)
 
 
 def resolve_backend(requested: str) -> str:

@@ -18,8 +18,9 @@ Optional `Hooks`: `estimate` (the cost model's compute costs before any run
 has measured them), `check_faults` (which --fault specs the lesson can
 honour), `restart_policy` (restart like torchrun after a failure), `curves`
 (figures drawn beside the timeline, such as overhead versus checkpoint
-interval) and `lump` (a prediction at a scale where simulating every Action
-would be slow: DESIGN.md's "predict is cheap at any scale it accepts"). After a run the
+interval), `lump` (a prediction at a scale where simulating every Action
+would be slow: DESIGN.md's "predict is cheap at any scale it accepts") and
+`items` (what a sample or token is, for each rank's throughput). After a run the
 prediction is refined one way for every lesson (runtime.costmodel.refine)
 from what the ranks measured (`RankResult.compute_costs`, `p2p`).
 
@@ -68,6 +69,10 @@ class RunData(Generic[R]):
     restarts: RestartReport | None = None  # the supervisor's account, when it restarted
 
 
+# The narrative step of this phase (if a lesson has one) is shown where a rank waits
+# for a flagged straggler (runtime.stragglers): "everyone waits for the slowest".
+STRAGGLER_PHASE = "straggler"
+
 # Above this many Actions a lesson's `predict` lumps (Hooks.lump): building and
 # simulating one costs some 10 µs, and a prediction answers in well under a second.
 LUMP_ABOVE_ACTIONS = 20_000
@@ -90,6 +95,7 @@ class Lumped:
 
 __all__ = [
     "LUMP_ABOVE_ACTIONS",
+    "STRAGGLER_PHASE",
     "Hooks",
     "Lesson",
     "LessonInfo",
@@ -145,6 +151,9 @@ class Hooks(Generic[P]):
     # A lumped prediction when simulating every Action would be slow (None: simulate
     # them all); the lesson's tests check it against the full simulation.
     lump: Callable[[P, CostModel], Lumped | None] | None = None
+    # What one item of work is and how many each rank processes per step, e.g.
+    # ("tokens", 64.0): the per-rank throughput (runtime.stragglers). None: absent.
+    items: Callable[[P], tuple[str, float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -205,7 +214,9 @@ class Lesson(Generic[P, R]):
         """The predicted timeline and metrics before any run (`model` prepared): every
         Action simulated, or lumped where the lesson says that would be slow, in which
         case two facts say so (`lumped`, and how: `lumped_formula`)."""
-        lumped = self.hooks.lump(params, model) if self.hooks.lump is not None else None
+        # A slowed rank (the `slow` fault) is unlike the others: no lumping stands for it.
+        lumpable = self.hooks.lump is not None and not model.slow
+        lumped = self.hooks.lump(params, model) if lumpable else None  # type: ignore[misc]
         if lumped is None:
             predicted = simulate(self.build(params), model)
             return predicted, self.metrics(params, predicted, None)
@@ -217,6 +228,11 @@ class Lesson(Generic[P, R]):
 
     def restart_policy(self, params: P) -> RestartPolicy | None:
         hook = self.hooks.restart_policy
+        return hook(params) if hook is not None else None
+
+    def items(self, params: P) -> tuple[str, float] | None:
+        """What one item of work is and how many each rank processes per step, if said."""
+        hook = self.hooks.items
         return hook(params) if hook is not None else None
 
     def curves(self, params: P) -> list[Curve]:

@@ -6,8 +6,11 @@ single self-contained file (`--export FILE.html`) a learner can open without a
 network, mail to a classmate or attach to a report.
 
 The page: a header (lesson, params as typed, profile), the timeline figure
-(playground.export.timeline), the memory bars and the checkpoint-interval
-curves when the lesson has them, and the typed metrics as one table.
+(playground.export.timeline), under it the per-rank utilisation panel of a
+real run (playground.export.workers: each rank's compute, transfers, waiting
+and idle time, and the straggler), the memory bars and the
+checkpoint-interval curves when the lesson has them, and the typed metrics as
+one table.
 
 Choices, and why:
 - plotly.js is embedded (`include_plotlyjs=True`), never loaded from a CDN: the
@@ -32,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from playground.export.curves import curves_html
 from playground.export.memory import memory_html
 from playground.export.timeline import build_figure
+from playground.export.workers import workers_html
 from playground.formatting import metric_table
 from runtime.files import write_text_atomic
 from runtime.units import format_seconds
@@ -57,7 +61,7 @@ def render_html(outcome: Outcome) -> str:
     return _PAGE.format(
         title=escape(f"{title_en} · playground"),
         header=_header_html(outcome),
-        figure=figure_html + memory_html(outcome) + curves_html(outcome),
+        figure=figure_html + workers_html(outcome) + memory_html(outcome) + curves_html(outcome),
         metrics=_metrics_html(outcome.metrics),
     )
 
@@ -144,6 +148,8 @@ th, td {{ text-align: left; padding: 0.15em 1em 0.15em 0; border-bottom: 1px sol
 th {{ font-weight: normal; color: #555; font-family: ui-monospace, monospace; }}
 td {{ font-variant-numeric: tabular-nums; }}
 tr.group th {{ font-weight: bold; color: #222; padding-top: 0.6em; }}
+table.workers td {{ text-align: right; }}
+tr.straggler th, tr.straggler td {{ color: #C0392B; font-weight: bold; }}
 </style>
 </head>
 <body>

@@ -29,6 +29,7 @@ KEYS = [
     ("⇧← ⇧→", "app.pan_left"),
     ("m", "app.view"),
     ("e", "app.export"),
+    ("w", "app.show_workers"),
     ("Esc", "app.back_or_cancel"),
     ("l", "app.language"),
     ("?", "app.help"),

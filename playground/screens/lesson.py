@@ -5,11 +5,15 @@ their messages; the widgets draw, format and run. Left, the lesson's controls
 (playground.widgets.controls: typed parameter form, Run, Predict, Open, status);
 right, the Gantt chart (measured, predicted or both, with its cursor), and
 under it the narrative step the cursor is in beside a panel with the metrics,
-the ring and the memory bars.
+the ring, the memory bars and the workers (a row per rank, updated while the
+run streams its records; with PLAYGROUND_METRICS_PORT the app's Prometheus
+endpoint serves the same live figures, playground.metrics_server).
 
 Messages up, attributes down: the controls post `Started` (clear the Gantt),
-`Records` (spans streamed while the run goes) and `Ready` (an Outcome to show);
-the Gantt posts `CursorMoved`, which updates the narrative and the ring.
+`Records` (spans and counters streamed while the run goes) and `Ready` (an Outcome
+to show); the Gantt posts `CursorMoved`, which updates the narrative and the ring.
+Where peers wait for a flagged straggler, the narrative shows the lesson's step of
+the `straggler` phase ("everyone waits for the slowest").
 Nothing here imports torch: the ranks are other processes.
 """
 
@@ -18,7 +22,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -29,6 +33,7 @@ from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 from playground import session
 from playground.i18n import t
 from playground.memory_rows import memory_rows
+from playground.metrics_server import run_id
 from playground.screens import BilingualBindings, bilingual
 from playground.widgets.controls import LessonControls
 from playground.widgets.gantt import GanttView
@@ -36,12 +41,30 @@ from playground.widgets.memory import MemoryBars
 from playground.widgets.metrics_panel import MetricsPanel
 from playground.widgets.narrative import NarrativePanel, metric_line
 from playground.widgets.ring import RingView
+from playground.widgets.workers import WorkersView
+from playground.worker_figures import live_workers
 from runtime.pool import RankPool
 from runtime.program import Action
-from scenarios.base import Lesson
+from runtime.trace import Span
+from runtime.workers import COLLECTIVES, MESSAGES
+from scenarios.base import STRAGGLER_PHASE, Lesson
 from scenarios.metrics import find
 
-PANELS = (("tab-metrics", "app.metrics"), ("tab-ring", "app.ring"), ("tab-memory", "app.memory"))
+if TYPE_CHECKING:
+    from playground.metrics_server import MetricsServer
+    from runtime.live_workers import LiveWorkers
+
+
+PANELS = (
+    ("tab-metrics", "app.metrics"),
+    ("tab-ring", "app.ring"),
+    ("tab-memory", "app.memory"),
+    ("tab-workers", "app.workers"),
+)
+# The Workers tab redraws a live run at most this often (records arrive every 50 ms
+# from each rank).
+WORKERS_REDRAW_S = 0.25
+WAITS = COLLECTIVES | MESSAGES
 
 
 class LessonScreen(BilingualBindings, Screen[None]):
@@ -63,16 +86,22 @@ class LessonScreen(BilingualBindings, Screen[None]):
         *bilingual("end", "gantt('jump', True)", "app.end", show=False),
         *bilingual("m", "gantt('next_mode')", "app.view"),
         *bilingual("e", "export", "app.export"),
+        *bilingual("w", "show_tab('tab-workers')", "app.show_workers", show=False),
         *bilingual("question_mark", "help", "app.help"),
     ]
 
     language: reactive[str] = reactive("en")
 
-    def __init__(self, lesson: Lesson, pool: RankPool | None = None) -> None:
+    def __init__(
+        self, lesson: Lesson, pool: RankPool | None = None, metrics: MetricsServer | None = None
+    ) -> None:
         super().__init__()
         self.sub_title = ""
         self.lesson = lesson
         self.pool = pool  # the app's warm ranks, handed down to the controls
+        self.metrics_server = metrics  # the app's Prometheus endpoint, if asked for
+        self.live: LiveWorkers | None = None  # the running run's workers
+        self._workers_drawn = 0.0
         self.outcome: session.Outcome | None = None
         self.actions: dict[str, Action] = {}
         self.last_export: Path | None = None
@@ -93,6 +122,8 @@ class LessonScreen(BilingualBindings, Screen[None]):
                             yield RingView(id="ring")
                         with TabPane("Memory", id="tab-memory"), VerticalScroll():
                             yield MemoryBars(id="memory")
+                        with TabPane("Workers", id="tab-workers"), VerticalScroll():
+                            yield WorkersView(id="workers")
         yield Footer()
 
     @property
@@ -140,6 +171,10 @@ class LessonScreen(BilingualBindings, Screen[None]):
         if method == "next_mode":
             self._title_gantt()
 
+    def action_show_tab(self, pane: str) -> None:
+        """`w`: the Workers tab (the panels' other tabs are a click away)."""
+        self.query_one("#panels", TabbedContent).active = pane
+
     def action_controls(self, method: str) -> None:
         """Run, predict, open: the controls' own methods."""
         getattr(self.controls, method)()
@@ -163,9 +198,24 @@ class LessonScreen(BilingualBindings, Screen[None]):
         same = self.outcome is not None and self.outcome.params == message.params
         self.gantt.set_timelines(None, self.outcome.predicted if same and self.outcome else None)
         self.gantt.follow = True
+        self.live = live_workers(self.lesson, message.params)
+        if self.metrics_server is not None:
+            self.metrics_server.watch(self.lesson.name, run_id(self.lesson.name), self.live)
+        self._draw_live(force=True)
 
     def on_lesson_controls_records(self, message: LessonControls.Records) -> None:
         self.gantt.add_spans(message.spans)
+        if self.live is not None:
+            self.live.add(message.spans, message.counters)
+            self._draw_live()
+
+    def _draw_live(self, force: bool = False) -> None:
+        """The running run's workers, at most every WORKERS_REDRAW_S."""
+        now = time.monotonic()
+        if self.live is None or (not force and now - self._workers_drawn < WORKERS_REDRAW_S):
+            return
+        self._workers_drawn = now
+        self.query_one("#workers", WorkersView).show_live(self.live, self.language)
 
     def on_lesson_controls_ready(self, message: LessonControls.Ready) -> None:
         self.show_outcome(message.outcome)
@@ -173,6 +223,7 @@ class LessonScreen(BilingualBindings, Screen[None]):
     # -- showing an outcome -------------------------------------------------------------
     def show_outcome(self, outcome: session.Outcome) -> None:
         self.outcome = outcome
+        self.live = None
         # A lumped prediction (predict at scale) stands for more Actions than are worth
         # building again here: its spans are drawn without them.
         lumped = find(outcome.metrics, "lumped") is not None
@@ -202,6 +253,7 @@ class LessonScreen(BilingualBindings, Screen[None]):
         if not rows:
             words["note"] = t("app.memory_none", language)
         self.query_one("#memory", MemoryBars).set_rows(rows, words)
+        self.query_one("#workers", WorkersView).show_outcome(outcome, language)
 
     def on_gantt_view_cursor_moved(self, message: GanttView.CursorMoved) -> None:
         self._update_narrative()
@@ -212,6 +264,8 @@ class LessonScreen(BilingualBindings, Screen[None]):
         span = self.gantt.span_at_cursor()
         action = self.actions.get(span.action_id or "") if span is not None else None
         step = self.lesson.step_for_phase(action.phase) if action is not None else None
+        if span is not None and self._waits_for_straggler(span):
+            step = self.lesson.step_for_phase(STRAGGLER_PHASE) or step
         index, series = panel.step_index, action.series if action is not None else None
         if step is not None:
             index = self.lesson.narrative.index(step)
@@ -222,6 +276,12 @@ class LessonScreen(BilingualBindings, Screen[None]):
             metric = metric_line(self.lesson.narrative[index], self.outcome.metrics, series)
         panel.show(self.lesson, self.language, index, metric)
         panel.border_title = t("app.narrative", self.language)
+
+    def _waits_for_straggler(self, span: Span) -> bool:
+        """A rank waiting in communication while the run has a straggler (another rank)."""
+        workers = self.outcome.workers if self.outcome is not None else None
+        straggler = workers.overall.straggler if workers is not None else None
+        return straggler is not None and span.rank != straggler and span.kind in WAITS
 
     # -- export and help ----------------------------------------------------------------
     def action_export(self) -> None:

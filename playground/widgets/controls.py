@@ -5,7 +5,8 @@ Outcome: it validates the form, runs the real ranks in a thread worker
 (harlequin's pattern: the worker only computes and posts messages), predicts,
 opens a saved run, cancels, and says what is going on in the status line. The
 lesson screen shows what it posts: `Started` (a run's Program, so the Gantt can
-be cleared), `Records` (spans streamed by the ranks while the run goes) and
+be cleared), `Records` (spans and counters streamed by the ranks while the run
+goes: the Gantt and the Workers tab draw them) and
 `Ready` (an Outcome: a finished run, a prediction or a saved run).
 
 Runs go to the warm ranks of the app's RankPool when it hands one down (the
@@ -18,7 +19,7 @@ Never imports torch: the ranks are other processes (playground.session).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from textual import on, work
@@ -35,7 +36,7 @@ from playground.widgets.param_form import ParamForm
 from runtime.launch import RunCancelled, RunFailed
 from runtime.pool import RankPool
 from runtime.program import Program
-from runtime.trace import Span
+from runtime.trace import Counter, Span
 from runtime.units import format_seconds
 from scenarios.base import Lesson
 from scenarios.params import Params
@@ -55,6 +56,7 @@ class LessonControls(Vertical):
     @dataclass
     class Records(Message):
         spans: list[Span]
+        counters: list[Counter] = field(default_factory=list)
 
     @dataclass
     class Ready(Message):
@@ -161,7 +163,8 @@ class LessonControls(Vertical):
                     key = "app.status_running_warm" if warm else "app.status_running"
                     self.post_message(self.Status(key, {}))
             elif message[0] == "records":
-                self.post_message(self.Records([Span.from_dict(s) for s in message[2]]))
+                spans = [Span.from_dict(s) for s in message[2]]
+                self.post_message(self.Records(spans, [Counter(**c) for c in message[3]]))
 
         def on_calibrate(world: int) -> None:
             self.post_message(self.Status("app.status_calibrating", {"ranks": world}))

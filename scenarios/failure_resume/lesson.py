@@ -255,6 +255,11 @@ def curves(params: ResumeParams) -> list[Curve]:
     return [interval.overhead_curve(study, params.typed())]
 
 
+def tokens(params: ResumeParams) -> tuple[str, float]:
+    """The global batch is split across the ranks: batch/ranks sequences of `seq` tokens."""
+    return ("tokens", params.batch / params.ranks * params.model.seq)
+
+
 RANK_ENTRY = "scenarios.failure_resume.rank:run_rank"  # torch: never imported here
 # A million steps: `predict` simulates a few and places the rest (scenarios.failure_resume.lumped).
 HOOKS = Hooks(
@@ -264,6 +269,7 @@ HOOKS = Hooks(
     restart_policy,
     curves,
     lump=lumped.lump,
+    items=tokens,
 )
 LESSON = Lesson(
     "failure-resume", 3, TEXTS, ResumeParams, ResumeResult, build, metrics, RANK_ENTRY, HOOKS

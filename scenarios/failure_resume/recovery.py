@@ -47,7 +47,8 @@ def check_faults(params: ResumeParams, faults: list[Fault]) -> None:
                     f"are written at steps {', '.join(map(str, saves[:6]))}"
                     + ("…" if len(saves) > 6 else ""),
                 )
-    later = sorted((f for f in faults if f.rank is not None), key=lambda f: f.step or 0)[1:]
+    failing = (f for f in faults if f.rank is not None and f.kind != "slow")
+    later = sorted(failing, key=lambda f: f.step or 0)[1:]
     shrunk = params.resume_ranks
     for fault in later:
         if shrunk and fault.rank is not None and fault.rank >= shrunk:
@@ -57,7 +58,9 @@ def check_faults(params: ResumeParams, faults: list[Fault]) -> None:
                 f"resume_ranks={shrunk} ranks, so a later fault must name a rank in "
                 f"0..{shrunk - 1}",
             )
-    if any(f.kind == "corrupt" for f in faults) and not any(f.kind != "corrupt" for f in faults):
+    if any(f.kind == "corrupt" for f in faults) and not any(
+        f.kind not in ("corrupt", "slow") for f in faults
+    ):
         raise ParamError(
             None,
             "--fault 'corrupt:checkpoint=latest' only matters when a failure forces a "

@@ -293,9 +293,14 @@ def _bubble(spans: list[Span], ranks: int) -> float:
     return 1.0 - statistics.fmean(busy) / total
 
 
+def tokens(params: PipelineParams) -> tuple[str, float]:
+    """Every stage carries the whole step's microbatches through its layers."""
+    return ("tokens", float(params.microbatches * params.microbatch_size * params.model.seq))
+
+
 RANK_ENTRY = "scenarios.pipeline.rank:run_rank"  # what each rank runs (torch: never imported here)
 # Large pipelines: `predict` builds each slot once (scenarios.pipeline.lumped).
-HOOKS = Hooks(estimate, "stage costs and p2p latency", lump=lumped.lump)
+HOOKS = Hooks(estimate, "stage costs and p2p latency", lump=lumped.lump, items=tokens)
 LESSON = Lesson(
     "pipeline", 5, TEXTS, PipelineParams, PipelineResult, build, metrics, RANK_ENTRY, HOOKS
 )

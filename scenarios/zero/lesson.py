@@ -271,7 +271,12 @@ def metrics(
     return out
 
 
+def tokens(params: ZeroParams) -> tuple[str, float]:
+    """Each rank trains on `microbatch` sequences of `seq` tokens per step."""
+    return ("tokens", float(params.microbatch * params.model.seq))
+
+
 RANK_ENTRY = "scenarios.zero.rank:run_rank"  # what each rank runs (torch: never imported here)
 # At many ranks or layers `predict` lumps the ranks, alike, into one (scenarios.zero.lumped).
-HOOKS = Hooks(estimate, "unit costs", lump=lumped.lump)
+HOOKS = Hooks(estimate, "unit costs", lump=lumped.lump, items=tokens)
 LESSON = Lesson("zero", 2, TEXTS, ZeroParams, ZeroResult, build, metrics, RANK_ENTRY, HOOKS)
