@@ -384,6 +384,14 @@ def test_the_endpoint_serves_every_ranks_series_on_loopback_only() -> None:
     finally:
         server.close()
     families = {f.name: f for f in text_string_to_metric_families(text.decode())}
+    served = {sample.name for f in families.values() for sample in f.samples} | set(families)
+    # docs/grafana-dashboard.json asks only for series the endpoint serves
+    import re
+
+    dashboard = (Path(__file__).parent.parent / "docs" / "grafana-dashboard.json").read_text()
+    asked = set(re.findall(r"playground_[a-z_]+", dashboard)) - {"playground_workers"}
+    absent_on_cpu = {"playground_device_memory_bytes", "playground_device_utilization_ratio"}
+    assert asked - absent_on_cpu <= served, asked - served
     steps = families["playground_step_seconds"].samples
     assert sorted(s.labels["rank"] for s in steps) == ["0", "1", "2", "3"]
     assert {s.labels["scenario"] for s in steps} == {"zero"}
