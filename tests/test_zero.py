@@ -344,7 +344,8 @@ def test_memory_bars_in_the_html(four_ranks):
     assert len(traces) == 5 * 5  # one trace per (stage, category)
     assert all(len(t.y) == 4 * 2 for t in traces)  # each rank measured and predicted
     page = render_html(four_ranks)
-    assert len(re.findall(r"Plotly\.newPlot", page)) == 2  # the timeline and the bars
+    # the timeline, the per-rank utilisation panel (a real run) and the bars
+    assert len(re.findall(r"Plotly\.newPlot", page)) == 3
 
 
 @pytest.mark.ranks
