@@ -155,7 +155,7 @@ class RankContext(Generic[P]):
             local = handler(action)
             if self.slow != 1.0:
                 took = (time.perf_counter_ns() - start) / 1e9 if action.is_compute else local
-                if took:
+                if isinstance(took, float) and took > 0:
                     time.sleep((self.slow - 1.0) * took)
             self.record(action, start, time.perf_counter_ns())
             if self.device.type == "cuda":
