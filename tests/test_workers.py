@@ -221,6 +221,13 @@ def test_a_ring_steps_wait_is_until_the_left_neighbour_sends() -> None:
     assert report.per_rank[0][0].received_bytes == 8
 
 
+def test_spans_without_series_or_step_fall_into_one_second_steps() -> None:
+    spans = [Span(0, "F", "F", 0.2, 0.4), Span(0, "F", "F", 1.1, 1.3), Span(0, "F", "F", 1.5, 1.6)]
+    report = workers_report(Timeline(spans), 1)
+    assert [w.label for w in report.windows] == ["0s", "1s"]
+    assert report.per_rank[0][1].compute_s == pytest.approx(0.3)
+
+
 def test_memory_now_peak_and_a_steps_peak_total() -> None:
     spans = [S(0, "F", 0.0, 1.0), S(0, "F", 1.0, 2.0, step=1)]
     counters = [
