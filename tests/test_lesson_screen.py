@@ -171,7 +171,7 @@ async def test_a_second_run_is_warm_and_quitting_ends_the_warm_ranks() -> None:
         await pilot.press("r")
         await wait_until(lambda: not screen.running)
         status = text_of(screen, "#status")
-        assert status.startswith("Done on warm ranks") and "to the first action" in status, status
+        assert status.startswith("Done: warm ranks") and "to the first action" in status, status
         assert app.pool.pids == pids
         await pilot.press("l")
         assert "en caliente" in text_of(screen, "#status")

@@ -131,7 +131,9 @@ def test_a_killed_rank_tears_the_pool_down_and_the_next_run_is_cold() -> None:
         # Killed while the pool waits: the next run does not fail, it starts cold.
         idle = pool.pids
         os.kill(idle[0], signal.SIGKILL)
-        while _alive(idle[:1]):  # gone (a zombie until the pool reaps it)
+        # Until every thread of it is gone and it can be reaped (WNOWAIT leaves that to
+        # the pool): a rank dying at the very moment a job is sent fails that job instead.
+        while os.waitid(os.P_PID, idle[0], os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
             time.sleep(0.01)
         after = pool.launch(spec)
         assert not after.warm and _alive(idle) == []
