@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -107,5 +108,44 @@ def test_learner_path_through_lesson_one(tmp_path: Path) -> None:
         while tmux.alive() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert not tmux.alive(), "q did not quit"
+    finally:
+        tmux.kill()
+
+
+@pytest.mark.parametrize("sig", ["TERM", "INT"])
+def test_a_signal_ends_the_app_and_its_warm_ranks(tmp_path: Path, sig: str) -> None:
+    """Two runs (the second on warm ranks), then SIGTERM or SIGINT to the app: it exits
+    and no rank of its pool is left (their environment carries the marker)."""
+    from test_cli import processes_with
+
+    playground = Path(sys.executable).with_name("playground")
+    command = str(playground) if playground.exists() else f"{sys.executable} -m playground.cli"
+    marker = f"PLAYGROUND_TEST_MARKER_{uuid.uuid4().hex}"
+    env = {
+        "PLAYGROUND_LANG": "en",
+        "PLAYGROUND_CACHE_DIR": os.environ.get("PLAYGROUND_CACHE_DIR", str(tmp_path)),
+        "TERM": "xterm-256color",
+        marker: "1",
+    }
+    tmux = Tmux(command, env)
+    try:
+        tmux.wait_for("Lesson 1")
+        tmux.keys("Enter")
+        tmux.wait_for("Predicted by")
+        tmux.keys("r")
+        tmux.wait_for("Done:", timeout=120)
+        tmux.keys("r")
+        tmux.wait_for("Done: warm ranks", timeout=60)
+        assert len(processes_with(marker)) >= 4 + 1  # the app and its 4 warm ranks
+        app = subprocess.run(
+            ["tmux", "list-panes", "-t", tmux.name, "-F", "#{pane_pid}"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()[0]
+        os.kill(int(app), getattr(signal, f"SIG{sig}"))
+        deadline = time.monotonic() + 10
+        while processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert processes_with(marker) == [], "a process outlived the app"
     finally:
         tmux.kill()
