@@ -27,7 +27,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from runtime import calibration
-from runtime.costmodel import CostModel, slowed
+from runtime.costmodel import CostModel, refine_collectives, slowed
 from runtime.faults import parse_faults, slow_factors
 from runtime.launch import LaunchResult, LaunchSpec, launch
 from runtime.pool import RankPool
@@ -295,8 +295,11 @@ def finish(
     `program`: the one the run executed (built again when not given)."""
     measured = Timeline(spans=result.spans, counters=result.counters, marks=result.marks)
     results = decode_results(lesson, result.rank_results)
-    refined = lesson.prepare_model(params, model, results)
-    predicted = simulate(program if program is not None else lesson.build(params), refined)
+    program = program if program is not None else lesson.build(params)
+    # What the ranks measured (compute, p2p), then the collectives as the run timed them:
+    # the prediction after a run composes the run's own figures (runtime.costmodel).
+    refined = refine_collectives(lesson.prepare_model(params, model, results), program, measured)
+    predicted = simulate(program, refined)
     run_data = RunData(measured, results, result.restarts)
     metrics = lesson.metrics(params, predicted, run_data)
     return Outcome(

@@ -40,7 +40,8 @@ from typing import Any
 
 from runtime import formulas
 from runtime.compute import ComputeRates
-from runtime.program import Action
+from runtime.program import Action, Program
+from runtime.trace import Timeline
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,9 @@ class CostModel:
     rates: ComputeRates | None = None
     source: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    # Measured / formula time per collective kind, from a run (refine_collectives): what
+    # the hand-made collectives pay beyond α, β, γ (buffer copies, Python per step).
+    collective_scale: dict[str, float] = field(default_factory=dict)
     # Slowed ranks: (rank, factor) pairs (the `slow` fault); empty when every rank is alike.
     slow: tuple[tuple[int, float], ...] = ()
 
@@ -125,6 +129,10 @@ class CostModel:
 
     # -- collectives -----------------------------------------------------------
     def collective_time(self, action: Action) -> float:
+        """The collective's formula time, scaled as a run measured its kind (if refined)."""
+        return self.collective_formula(action) * self.collective_scale.get(action.kind, 1.0)
+
+    def collective_formula(self, action: Action) -> float:
         group = action.group or (action.rank,)
         n = len(group)
         if n <= 1:
@@ -218,4 +226,42 @@ def refine(
         alpha=alpha,
         compute={**model.compute, **{k: statistics.median(v) for k, v in samples.items()}},
         source=f"{model.source}; {what} measured in this run",
+    )
+
+
+def refine_collectives(model: CostModel, program: Program, measured: Timeline) -> CostModel:
+    """The model after a run, its collectives scaled as the run timed them.
+
+    For every collective instance of the Program (barriers aside: they only wait), the
+    run's time is the median over its members of each one's span, arrival to end: on a
+    machine whose ranks share cores, a member descheduled mid-collective holds up every
+    step of the ring, and that wait belongs to the collective as the ranks pay it (the
+    simulator adds only the skew it predicts itself, which is small between ranks that
+    compute alike). The scale of a kind is the median over its instances of measured /
+    formula, bounded to [0.2, 20]; the median, as in `refine`: one instance disturbed by
+    the machine does not move it.
+    """
+    spans = measured.by_action()
+    instances: dict[tuple, list[tuple[Action, Any]]] = {}
+    for action in program.actions():
+        if not action.is_collective or action.kind == "barrier" or action.id not in spans:
+            continue
+        key = (action.kind, action.series, action.step, action.stage, action.chunk,
+               action.microbatch, action.label, action.bytes, action.group)  # fmt: skip
+        instances.setdefault(key, []).append((action, spans[action.id]))
+    ratios: dict[str, list[float]] = {}
+    for members in instances.values():
+        action = members[0][0]
+        if len(members) != len(action.group or ()):
+            continue  # not every member finished it (a failed attempt)
+        formula = model.collective_formula(action)
+        took = statistics.median(span.end - span.start for _, span in members)
+        if formula > 0 and took > 0:
+            ratios.setdefault(action.kind, []).append(took / formula)
+    if not ratios:
+        return model
+    scale = {k: min(20.0, max(0.2, statistics.median(v))) for k, v in ratios.items()}
+    said = ", ".join(f"{k} ×{v:.2f}" for k, v in sorted(scale.items()))
+    return replace(
+        model, collective_scale=scale, source=f"{model.source}; collectives as measured ({said})"
     )

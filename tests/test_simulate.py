@@ -304,3 +304,29 @@ def test_messages_on_one_link_queue() -> None:
     one = MODEL.alpha + 1000 * MODEL.beta
     assert spans["r2"].end == pytest.approx(2 * one)
     assert math.isclose(spans["s2"].end, 2 * one)
+
+
+def test_refine_collectives_scales_each_kind_by_the_runs_median_ratio() -> None:
+    """After a run the model times each collective kind as the run did: the median over
+    instances of (member's span) / formula; kinds the run did not time keep 1.0."""
+    from runtime.costmodel import CostModel, refine_collectives
+    from runtime.program import Action, Program
+    from runtime.trace import Span, Timeline
+
+    model = CostModel("m", alpha=1e-3, beta=0.0, gamma=0.0)
+    group = (0, 1)
+    program = Program(2)
+    spans = []
+    for step, took in enumerate((4e-3, 5e-3, 100e-3)):  # the last instance: a disturbed one
+        for rank in group:
+            action = Action(
+                f"ar{step}@r{rank}", rank, "all_reduce", group=group, bytes=8, step=step
+            )
+            program.add(action)
+            spans.append(Span(rank, "all_reduce", "", step, step + took, action_id=action.id))
+    formula = model.collective_formula(program.ranks[0][0])  # 2(n-1)·α = 2 ms
+    refined = refine_collectives(model, program, Timeline(spans))
+    assert refined.collective_scale == {"all_reduce": pytest.approx(5e-3 / formula)}
+    assert refined.collective_time(program.ranks[0][0]) == pytest.approx(5e-3)
+    assert "collectives as measured" in refined.source
+    assert refine_collectives(model, program, Timeline()) is model  # nothing timed: unchanged
