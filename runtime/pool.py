@@ -100,8 +100,14 @@ class RankPool:
                 if ranks is None:
                     ranks = self._start(spec, run_dir, key)
                 result = watch(spec, ranks, run_dir, on_message, cancel, started, warm=warm)
-            except BaseException:
+            except BaseException as exc:
                 self.discard()  # never reuse a group after a fault, a cancel or a timeout
+                with self._state:
+                    closed = self._closed
+                if closed and isinstance(exc, OSError):
+                    # close() tore the ranks (and their pipes) down under the watch: that is
+                    # a cancel, not a broken pipe for the caller to make sense of.
+                    raise RunCancelled("the rank pool was closed during the run") from None
                 raise
             result.warm = warm
             return result
