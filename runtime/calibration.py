@@ -26,12 +26,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from runtime import formulas
 from runtime.compute import ComputeRates, fit_rates
 from runtime.costmodel import CostModel
 from runtime.files import write_text_atomic
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
-METHOD_VERSION = 4
+METHOD_VERSION = 5
 # What the ranks of a calibration run (runtime.calibration_rank).
 RANK_ENTRY = "runtime.calibration_rank:run_rank"
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
@@ -41,6 +42,9 @@ REPS = 9
 # smallest lesson shapes (all overhead) to the pipeline's (mostly FLOPs).
 BLOCK_SHAPES = ((32, 64, 16), (32, 512, 16), (64, 512, 64), (64, 2048, 64), (128, 2048, 64))
 DISK_BYTES = 4 * 2**20
+# The all-reduce timed between computes (collective_scale): a ZeRO unit's gradients.
+BUSY_BYTES = 256 * 2**10
+BUSY_REPS = 12
 
 
 def cache_dir() -> Path:
@@ -132,8 +136,10 @@ def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> Co
     reduce_reps = zip(*(r["reduce_s"] for r in rank_results), strict=True)
     gamma = statistics.median(max(rep) for rep in reduce_reps) / REDUCE_BYTES
     host = socket.gethostname()
+    scale = busy_scale(rank_results, world_size, alpha, beta, gamma)
     return CostModel(
         rates=fit_compute(rank_results),
+        collective_scale={kind: scale for kind in ("all_reduce", "reduce_scatter", "all_gather")},
         name=f"calibrated:{host}/{backend}/n={world_size}",
         alpha=alpha,
         beta=beta,
@@ -171,3 +177,15 @@ def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
         source="MiniGPT blocks, Adam and an fsync'ed write timed on this machine, "
         "every rank busy at once (CPU seconds)",
     )
+
+
+def busy_scale(
+    rank_results: list[dict[str, Any]], world_size: int, alpha: float, beta: float, gamma: float
+) -> float:
+    """How much longer a hand-made collective takes between computes than its formula says
+    (runtime.calibration_rank._busy_all_reduce): the median over ranks and repetitions of
+    a rank's time (a span, as the lesson's spans are timed), over the ring all-reduce
+    formula; at least 1."""
+    took = statistics.median(t for r in rank_results for t in r["busy_all_reduce"])
+    formula = formulas.ring_all_reduce_time(world_size, BUSY_BYTES, alpha, beta, gamma)
+    return max(1.0, took / formula) if formula > 0 else 1.0

@@ -25,7 +25,15 @@ import torch
 import torch.distributed as dist
 
 from runtime import collectives
-from runtime.calibration import BLOCK_SHAPES, DISK_BYTES, REDUCE_BYTES, REPS, SIZES
+from runtime.calibration import (
+    BLOCK_SHAPES,
+    BUSY_BYTES,
+    BUSY_REPS,
+    DISK_BYTES,
+    REDUCE_BYTES,
+    REPS,
+    SIZES,
+)
 from runtime.comm import Comm
 from runtime.models import Block, GPTConfig
 from runtime.program import Action
@@ -71,10 +79,34 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
     return {
         "sendrecv": timings,
         "reduce_s": reduce_s,
+        "busy_all_reduce": _busy_all_reduce(ctx, comm),
         "blocks": _blocks(),
         "adam_s_per_element": _adam(),
         "disk_bytes_per_s": _disk() if rank == 0 else None,
     }
+
+
+def _busy_all_reduce(ctx: RankContext[None], comm: Comm) -> list[float]:
+    """Seconds of hand-made ring all-reduces of BUSY_BYTES between computes, as a training
+    step interleaves them: every rank runs a block's forward, then joins the all-reduce.
+    A rank descheduled by the others' compute holds up every step of the ring; an
+    all-reduce timed alone (above) never sees that, a lesson's always does."""
+    group = list(range(ctx.world_size))
+    numel = BUSY_BYTES // 4
+    buffer = torch.ones(numel, dtype=torch.float32)
+    steps = collectives.ring_all_reduce(group, numel, 4)[ctx.rank]
+    block = Block(GPTConfig(vocab=64, seq=64, hidden=64, heads=4, layers=1))
+    x = torch.randn(8, 64, 64)
+    samples = []
+    dist.barrier()
+    for rep in range(BUSY_REPS + 2):
+        with torch.no_grad():
+            block(x)
+        start = time.perf_counter()
+        comm.run(steps, buffer)
+        if rep >= 2:  # two warm-ups
+            samples.append(time.perf_counter() - start)
+    return samples
 
 
 def _cpu_seconds(fn: Any, reps: int = 5) -> float:

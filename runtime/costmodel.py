@@ -61,8 +61,9 @@ class CostModel:
     rates: ComputeRates | None = None
     source: str = ""
     details: dict[str, Any] = field(default_factory=dict)
-    # Measured / formula time per collective kind, from a run (refine_collectives): what
-    # the hand-made collectives pay beyond α, β, γ (buffer copies, Python per step).
+    # Measured / formula time per collective kind of the hand-made collectives, from
+    # calibration (between computes) or a run (refine_collectives): what they pay beyond
+    # α, β, γ (a peer descheduled mid-ring, buffer copies, Python per step).
     collective_scale: dict[str, float] = field(default_factory=dict)
     # Slowed ranks: (rank, factor) pairs (the `slow` fault); empty when every rank is alike.
     slow: tuple[tuple[int, float], ...] = ()
@@ -129,8 +130,12 @@ class CostModel:
 
     # -- collectives -----------------------------------------------------------
     def collective_time(self, action: Action) -> float:
-        """The collective's formula time, scaled as a run measured its kind (if refined)."""
-        return self.collective_formula(action) * self.collective_scale.get(action.kind, 1.0)
+        """The collective's formula time, scaled as calibration or a run measured its kind
+        for the hand-made collectives (torch's own, `builtin`, keep the formula)."""
+        formula = self.collective_formula(action)
+        if action.algorithm == "builtin":
+            return formula
+        return formula * self.collective_scale.get(action.kind, 1.0)
 
     def collective_formula(self, action: Action) -> float:
         group = action.group or (action.rank,)
@@ -246,6 +251,8 @@ def refine_collectives(model: CostModel, program: Program, measured: Timeline) -
     for action in program.actions():
         if not action.is_collective or action.kind == "barrier" or action.id not in spans:
             continue
+        if action.algorithm == "builtin":
+            continue  # torch's own keeps its formula (collective_time)
         key = (action.kind, action.series, action.step, action.stage, action.chunk,
                action.microbatch, action.label, action.bytes, action.group)  # fmt: skip
         instances.setdefault(key, []).append((action, spans[action.id]))
@@ -263,5 +270,7 @@ def refine_collectives(model: CostModel, program: Program, measured: Timeline) -
     scale = {k: min(20.0, max(0.2, statistics.median(v))) for k, v in ratios.items()}
     said = ", ".join(f"{k} ×{v:.2f}" for k, v in sorted(scale.items()))
     return replace(
-        model, collective_scale=scale, source=f"{model.source}; collectives as measured ({said})"
+        model,
+        collective_scale={**model.collective_scale, **scale},
+        source=f"{model.source}; collectives as measured ({said})",
     )
