@@ -147,8 +147,9 @@ async def test_the_workers_tab_fills_in_while_a_run_goes() -> None:
         screen = await open_lesson(pilot, "zero")
         await pilot.press("w")
         form = screen.query_one("#form")
-        form.set_value("stage", "ddp,zero1")
-        form.set_value("steps", "4")
+        # Long enough for several 50 ms batches of records to arrive while it runs.
+        form.set_value("stage", "ddp,zero1,zero2,zero3")
+        form.set_value("steps", "5")
         await pilot.pause()
         await pilot.press("r")
         view = screen.query_one("#workers", WorkersView)
