@@ -298,7 +298,8 @@ def finish(
     program = program if program is not None else lesson.build(params)
     # What the ranks measured (compute, p2p), then the collectives as the run timed them:
     # the prediction after a run composes the run's own figures (runtime.costmodel).
-    refined = refine_collectives(lesson.prepare_model(params, model, results), program, measured)
+    refined = lesson.prepare_model(params, model, results)
+    refined = refine_collectives(refined, program, measured, simulate(program, refined))
     predicted = simulate(program, refined)
     run_data = RunData(measured, results, result.restarts)
     metrics = lesson.metrics(params, predicted, run_data)

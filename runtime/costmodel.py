@@ -234,7 +234,9 @@ def refine(
     )
 
 
-def refine_collectives(model: CostModel, program: Program, measured: Timeline) -> CostModel:
+def refine_collectives(
+    model: CostModel, program: Program, measured: Timeline, predicted: Timeline | None = None
+) -> CostModel:
     """The model after a run, its collectives scaled as the run timed them.
 
     For every collective instance of the Program (barriers aside: they only wait), the
@@ -242,10 +244,14 @@ def refine_collectives(model: CostModel, program: Program, measured: Timeline) -
     machine whose ranks share cores, a member descheduled mid-collective holds up every
     step of the ring, and that wait belongs to the collective as the ranks pay it (the
     simulator adds only the skew it predicts itself, which is small between ranks that
-    compute alike). The scale of a kind is the median over its instances of measured /
-    formula, bounded to [0.2, 20]; the median, as in `refine`: one instance disturbed by
-    the machine does not move it.
+    compute alike). With `predicted` (the same Program simulated before this refinement),
+    the wait the model already predicts for an instance (its predicted span beyond the
+    collective's own time, e.g. behind a rank slowed on purpose) is taken off the
+    measured span, so it is not counted twice. The scale of a kind is the median over its
+    instances of measured / formula, bounded to [0.2, 20]; the median, as in `refine`:
+    one instance disturbed by the machine does not move it.
     """
+    forecast = predicted.by_action() if predicted is not None else {}
     spans = measured.by_action()
     instances: dict[tuple, list[tuple[Action, Any]]] = {}
     for action in program.actions():
@@ -263,6 +269,10 @@ def refine_collectives(model: CostModel, program: Program, measured: Timeline) -
             continue  # not every member finished it (a failed attempt)
         formula = model.collective_formula(action)
         took = statistics.median(span.end - span.start for _, span in members)
+        foreseen = [forecast[a.id] for a, _ in members if a.id in forecast]
+        if len(foreseen) == len(members):
+            own = model.collective_time(action)
+            took -= max(0.0, statistics.median(s.end - s.start for s in foreseen) - own)
         if formula > 0 and took > 0:
             ratios.setdefault(action.kind, []).append(took / formula)
     if not ratios:
