@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.workers import RankStep, Window
+from runtime.workers import RankStep, StepShares, Window
 
 DEFAULT_THRESHOLD = 1.2
 # The per-step series of each rank, in the order `--json` lists them.
@@ -103,7 +103,7 @@ def run_verdict(slowest: Verdict, steps: Sequence[Verdict]) -> Verdict:
 
 
 @dataclass
-class RankTotals:
+class RankTotals(StepShares):
     """One rank over the whole run (its closed and open steps)."""
 
     rank: int
@@ -123,18 +123,6 @@ class RankTotals:
     failures: int = 0
     restarts: int = 0
     straggler_steps: int = 0
-
-    @property
-    def busy(self) -> float:
-        return self.compute_s / self.step_s if self.step_s > 0 else 0.0
-
-    @property
-    def work_s(self) -> float:
-        return self.compute_s + self.comm_s
-
-    @property
-    def throughput(self) -> float | None:
-        return self.items / self.step_s if self.items is not None and self.step_s > 0 else None
 
 
 def spread(values: Iterable[float | None]) -> dict[str, float] | None:

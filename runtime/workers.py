@@ -77,25 +77,14 @@ class Window:
         return " ".join(p for p in parts if p)
 
 
-@dataclass(frozen=True)
-class RankStep:
-    """What one rank did in one window (seconds, bytes); None where a figure is absent."""
+class StepShares:
+    """What a rank's figures say once divided by its step time (a RankStep's, or a run's
+    totals in runtime.stragglers): the attributes step_s, compute_s, comm_s and items."""
 
-    rank: int
-    start: float
-    end: float
+    step_s: float
     compute_s: float
     comm_s: float
-    wait_s: float
-    idle_s: float
-    sent_bytes: float
-    received_bytes: float
-    memory_peak_bytes: float | None = None
-    items: float | None = None
-
-    @property
-    def step_s(self) -> float:
-        return self.end - self.start
+    items: float | None
 
     @property
     def busy(self) -> float:
@@ -113,6 +102,27 @@ class RankStep:
         if self.items is None or self.step_s <= 0:
             return None
         return self.items / self.step_s
+
+
+@dataclass(frozen=True)
+class RankStep(StepShares):
+    """What one rank did in one window (seconds, bytes); None where a figure is absent."""
+
+    rank: int
+    start: float
+    end: float
+    compute_s: float
+    comm_s: float
+    wait_s: float
+    idle_s: float
+    sent_bytes: float
+    received_bytes: float
+    memory_peak_bytes: float | None = None
+    items: float | None = None
+
+    @property
+    def step_s(self) -> float:
+        return self.end - self.start
 
 
 def collective_bytes(kind: str, nbytes: int, world: int) -> float:

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from jsonraw import Raw, dumps
 from test_hostile_replay import (
     HOSTILE,
     check_html,
@@ -253,35 +254,6 @@ def test_an_unrecognized_argument_is_one_printable_line(word: str) -> None:
 
 
 # == (b) replay of mutated saved runs ===================================================
-class Raw:
-    """JSON text spliced in as is (1e400, NaN, deep nesting)."""
-
-    def __init__(self, text: str):
-        self.text = text
-
-    def __repr__(self) -> str:
-        return f"Raw({self.text[:40]!r})"
-
-
-def dumps(doc: Any) -> str:
-    raws: list[str] = []
-
-    def swap(value: Any) -> Any:
-        if isinstance(value, Raw):
-            raws.append(value.text)
-            return f"@@RAW{len(raws) - 1}@@"
-        if isinstance(value, dict):
-            return {k: swap(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [swap(v) for v in value]
-        return value
-
-    text = json.dumps(swap(doc))
-    for i, raw in enumerate(raws):
-        text = text.replace(f'"@@RAW{i}@@"', raw)
-    return text
-
-
 def hostile_values() -> st.SearchStrategy[Any]:
     return st.one_of(
         st.sampled_from(

@@ -12,19 +12,17 @@
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import time
-from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import replace
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from test_hostile_replay import cli
 
-from playground.cli import main
 from runtime.costmodel import CostModel
 from runtime.profiles import PROFILES
 from runtime.simulate import simulate
@@ -43,17 +41,6 @@ MODELS = {
     "two-cores": replace(PROFILES["cpu-default"], cores=2),  # ranks share cores
     "nodes": PROFILES["h100-nvlink"],  # 8 ranks per node, slower links between nodes
 }
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    """`playground ARGS` in this process: (exit status, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            status = main(list(args))
-        except SystemExit as exc:  # argparse's own errors
-            status = exc.code if isinstance(exc.code, int) else 2
-    return status, out.getvalue(), err.getvalue()
 
 
 def close(a: Any, b: Any) -> bool:

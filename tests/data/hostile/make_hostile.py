@@ -39,6 +39,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/: the shared helpers
+from jsonraw import Raw, dumps  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent
 ROOT = DATA.parent.parent
@@ -90,33 +93,6 @@ def bases() -> dict[str, dict[str, Any]]:
 
 
 # -- writing ----------------------------------------------------------------------
-class Raw:
-    """Text put into the JSON as is (1e400, a huge integer, deep nesting)."""
-
-    def __init__(self, text: str):
-        self.text = text
-
-
-def dumps(doc: Any) -> str:
-    """JSON as Python writes it (NaN and Infinity included), with Raw values spliced in."""
-    raws: list[str] = []
-
-    def swap(value: Any) -> Any:
-        if isinstance(value, Raw):
-            raws.append(value.text)
-            return f"@@RAW{len(raws) - 1}@@"
-        if isinstance(value, dict):
-            return {k: swap(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [swap(v) for v in value]
-        return value
-
-    text = json.dumps(swap(doc))
-    for i, raw in enumerate(raws):
-        text = text.replace(f'"@@RAW{i}@@"', raw)
-    return text
-
-
 def entry(name: str, expect: str, says: str | tuple[str, ...] = ()) -> Path:
     """Record what `name` must do; `says`: what its one line of refusal must contain."""
     assert name not in MANIFEST, name
