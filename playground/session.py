@@ -35,6 +35,7 @@ from runtime.profiles import PROFILES, get_profile
 from runtime.program import Program
 from runtime.rundirs import drop_checkpoints
 from runtime.simulate import simulate
+from runtime.spawn import warm_start
 from runtime.trace import Timeline
 from scenarios.base import Lesson, RunData
 from scenarios.metrics import Curve, Metric
@@ -198,6 +199,8 @@ def run(
     # (runtime.pool.poolable refuses them too).
     warm_ok = policy is None and not parsed_faults and host is None
     ranks = pool if warm_ok else None
+    if ranks is None:
+        warm_start()  # the input is valid: the fork server imports torch meanwhile
     own_pool = None
     try:
         if hardware:

@@ -68,6 +68,9 @@ class RankSpec:
     interface: str | None = None
     threads: int = 1
     timeout_s: float = 120.0
+    # The launcher's environment when it started the rank: a rank forked from the fork
+    # server (runtime.spawn) takes it on first, as a spawned one inherits it.
+    environment: dict[str, str] | None = None
 
 
 class Channel:
@@ -156,6 +159,9 @@ def rank_process(spec: RankSpec, conn: Any, jobs: Any = None) -> None:
     rank = spec.rank
     _die_with_parent()
     _redirect_stdio(spec.run_dir, rank)
+    if spec.environment is not None:
+        os.environ.clear()
+        os.environ.update(spec.environment)
     threads = str(spec.threads)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = threads

@@ -2,7 +2,8 @@
 
 The first half of the launcher (runtime.launch calls `start`, then watches the
 ranks; runtime.pool starts ranks that stay for further jobs). Each rank gets a
-RankSpec (runtime.bootstrap) as data and is started with the spawn context, with
+RankSpec (runtime.bootstrap) as data and is forked from a server that imported
+torch once (`rank_context`; spawned afresh with PLAYGROUND_START=spawn), with
 one one-way pipe to the parent (a rank killed mid-write can only break its own
 pipe, never the others' channel, as a shared Queue's lock would) and, for a
 pool, one more the other way for its next jobs.
@@ -21,6 +22,7 @@ Engine part, but torch-free.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import multiprocessing as mp
 import os
@@ -29,7 +31,7 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +107,58 @@ class Ranks:
 
 
 _MAIN_LOCK = threading.Lock()
+# What every rank imports before its first job: preloaded once in the fork server.
+PRELOAD = ("runtime.bootstrap", "runtime.worker", "torch", "torch.distributed")
+
+
+def rank_context() -> Any:
+    """How ranks are started: forked from multiprocessing's fork server, which imported
+    torch once (a rank then starts in milliseconds instead of importing torch itself,
+    which on a machine with fewer cores than ranks costs seconds of every cold run), or
+    spawned afresh with `PLAYGROUND_START=spawn`. The server is a child of this process
+    (its socket a file in a private temporary folder), forks nothing but ranks, and is
+    stopped when this process exits; a rank dies with it (runtime.bootstrap)."""
+    if os.environ.get("PLAYGROUND_START") == "spawn":
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(list(PRELOAD))
+    return ctx
+
+
+def warm_start() -> None:
+    """Start the fork server now, so that its torch import runs while the caller still
+    prepares the run (checks, calibration lookup, the Program, its prediction); called
+    before a UI replaces sys.stderr (runtime.launch.prepare). Each rank takes on the
+    launcher's environment as it starts (RankSpec.environment); what torch itself read
+    as it was imported is what the server's environment held then (fresh_server)."""
+    global _STARTED
+    if rank_context().get_start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()
+    if not _STARTED:
+        _STARTED = True
+        atexit.register(_stop_server)
+
+
+_STARTED = False
+
+
+def fresh_server() -> None:
+    """A new fork server, under this process's environment as it is now (the old one
+    stops, and with it any rank it started: never while ranks run)."""
+    _stop_server()
+    warm_start()
+
+
+def _stop_server() -> None:
+    """Ask the fork server to stop and wait until it has (at exit it would stop by
+    itself, but a moment later: nothing of a run outlives the command)."""
+    from multiprocessing import forkserver
+
+    with contextlib.suppress(Exception):
+        forkserver._forkserver._stop()  # the one way the stdlib offers to stop and reap it
 
 
 @contextlib.contextmanager
@@ -138,8 +192,13 @@ def start(
         rendezvous, interface = f"file://{store}", loopback_interface()
     else:
         rendezvous, interface = f"tcp://{spec.host}:{free_port(spec.host)}", None
-    specs = rank_specs(spec, run_dir, rendezvous, interface)
-    ctx = mp.get_context("spawn")
+    environment = dict(os.environ)
+    specs = [
+        replace(s, environment=environment)
+        for s in rank_specs(spec, run_dir, rendezvous, interface)
+    ]
+    ctx = rank_context()
+    warm_start()  # running (a no-op when it is), and stopped at exit
     ranks = Ranks()
     try:
         with _main_hidden():

@@ -30,8 +30,20 @@ def playground(
     )
 
 
-def processes_with(marker: str) -> list[int]:
-    """PIDs of live processes whose environment carries `marker` (the run's ranks inherit it)."""
+def is_fork_server(entry: Path) -> bool:
+    """The fork server itself; its ranks carry its command line too, but it is their parent."""
+
+    def forked(proc: Path) -> bool:
+        return b"multiprocessing.forkserver" in (proc / "cmdline").read_bytes()
+
+    parent = Path("/proc") / (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+    return forked(entry) and not forked(parent)
+
+
+def processes_with(marker: str, *, fork_server: bool = True) -> list[int]:
+    """PIDs of live processes whose environment carries `marker` (the run's ranks inherit
+    it). `fork_server=False` leaves out the launcher's fork server (runtime.spawn), which
+    lives as long as the process that started it, as its resource tracker does."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -39,7 +51,7 @@ def processes_with(marker: str) -> list[int]:
         try:
             if marker.encode() in (entry / "environ").read_bytes():
                 state = (entry / "stat").read_text().split()[2]
-                if state != "Z":
+                if state != "Z" and (fork_server or not is_fork_server(entry)):
                     found.append(int(entry.name))
         except OSError:
             continue

@@ -27,6 +27,7 @@ from playground.screens.lesson import LessonScreen
 from playground.widgets.controls import LessonControls
 from playground.widgets.gantt import GanttView
 from playground.widgets.param_form import ParamForm
+from runtime import spawn
 
 SIZE = (120, 36)
 DATA = Path(__file__).parent / "data"
@@ -136,6 +137,7 @@ async def test_a_real_run_streams_spans_then_steps_through_the_narrative(
 async def test_escape_cancels_a_run_and_every_rank_is_gone(monkeypatch) -> None:
     marker = f"PLAYGROUND_TEST_MARKER_{uuid.uuid4().hex}"
     monkeypatch.setenv(marker, "1")
+    spawn.fresh_server()  # its ranks' /proc/<pid>/environ is the fork server's
     app = PlaygroundApp(language="en")
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_lesson(pilot)
@@ -145,12 +147,12 @@ async def test_escape_cancels_a_run_and_every_rank_is_gone(monkeypatch) -> None:
         form.set_value("repeat", "50")
         await pilot.pause()
         await pilot.press("r")
-        await wait_until(lambda: len(processes_with(marker)) >= 2, timeout=30)
+        await wait_until(lambda: len(processes_with(marker, fork_server=False)) >= 2, timeout=30)
         await wait_until(lambda: "Running" in text_of(screen, "#status"), timeout=60)
         cancelled_at = time.monotonic()
         await pilot.press("escape")
         await wait_until(lambda: not screen.running, timeout=10)
-        await wait_until(lambda: not processes_with(marker), timeout=10)
+        await wait_until(lambda: not processes_with(marker, fork_server=False), timeout=10)
         assert time.monotonic() - cancelled_at < 5
         assert "Cancelled" in text_of(screen, "#status")
         assert isinstance(app.screen, LessonScreen)  # Esc cancelled, it did not leave
@@ -182,6 +184,7 @@ async def test_a_second_run_is_warm_and_quitting_ends_the_warm_ranks() -> None:
 async def test_a_failed_run_is_shown_and_the_app_keeps_working(monkeypatch) -> None:
     marker = f"PLAYGROUND_TEST_MARKER_{uuid.uuid4().hex}"
     monkeypatch.setenv(marker, "1")
+    spawn.fresh_server()  # its ranks' /proc/<pid>/environ is the fork server's
     app = PlaygroundApp(language="en")
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         screen = await open_lesson(pilot)
@@ -192,12 +195,12 @@ async def test_a_failed_run_is_shown_and_the_app_keeps_working(monkeypatch) -> N
         await pilot.pause()
         await pilot.press("r")
         await wait_until(lambda: "Running" in text_of(screen, "#status"), timeout=60)
-        victims = processes_with(marker)
+        victims = processes_with(marker, fork_server=False)
         os.kill(max(victims), signal.SIGKILL)  # a rank dies, as in a real cluster
         await wait_until(lambda: not screen.running, timeout=15)
         status = text_of(screen, "#status")
         assert status.startswith("Failed: rank") and "killed" in status, status
-        await wait_until(lambda: not processes_with(marker), timeout=10)
+        await wait_until(lambda: not processes_with(marker, fork_server=False), timeout=10)
         # still usable: predict works
         await pilot.press("p")
         await pilot.pause()

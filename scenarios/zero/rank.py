@@ -28,6 +28,7 @@ Engine part: imports torch (rank processes only; the UI never imports this).
 
 from __future__ import annotations
 
+import gc
 import os
 import statistics
 import time
@@ -37,6 +38,7 @@ from itertools import groupby
 import torch
 import torch.distributed as dist
 
+from runtime.faults import slow_factors
 from runtime.models import GPTConfig, MiniGPT, batch
 from runtime.program import Action
 from runtime.worker import RankContext
@@ -91,6 +93,8 @@ def warm_up_fsdp2(cfg: GPTConfig, inputs: torch.Tensor, targets: torch.Tensor, r
     executor.set_batch(inputs, targets)
     for kind in ("F", "B", "opt"):
         executor(Action(f"warm-up/{kind}@r{rank}", rank, kind))
+    del executor
+    gc.collect()  # FSDP2's modules hold reference cycles: its buffers go now, not mid-run
 
 
 def shared_reference(
@@ -133,6 +137,9 @@ def run_rank(ctx: RankContext[ZeroParams]) -> ZeroResult:
     by_stage = {stage: list(acts) for stage, acts in groupby(ctx.actions, key=lambda a: a.series)}
     costs: dict[str, list[float]] = defaultdict(list)
     share = min(1.0, (os.cpu_count() or 1) / world)  # of a core, while every rank computes
+    # A rank slowed on purpose (--fault slow:...) makes its peers wait inside FSDP2's
+    # collectives: that wait is the fault's, which the simulator adds itself.
+    waits_are_costs = not slow_factors(ctx.faults)
 
     if "fsdp2" in by_stage:
         warm_up_fsdp2(cfg, *mine[0], rank)
@@ -157,7 +164,7 @@ def run_rank(ctx: RankContext[ZeroParams]) -> ZeroResult:
             start, wall = time.process_time(), time.perf_counter()
             executor(action)
             cpu = time.process_time() - start
-            if isinstance(executor, Fsdp2Executor) and action.kind != "opt":
+            if isinstance(executor, Fsdp2Executor) and action.kind != "opt" and waits_are_costs:
                 # FSDP2's collectives run inside its forward and backward, so their waits
                 # for the slowest rank are part of the span, not CPU: the cost is the
                 # wall time at this rank's share of the cores, which the simulator's
