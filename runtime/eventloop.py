@@ -15,12 +15,14 @@ Ops (tuples, first item the code):
 - (SENDRECV, link, alpha, bytes_beta, out_channel, in_channel, reduce_seconds);
 - (COLLECTIVE, group_id, seconds, signature): the members must agree on the
   signature (kind, bytes);
+- (WAIT, seconds): the rank is busy without holding a core (I/O: a checkpoint's
+  fsync'ed write waits on the disk, not the CPU);
 - (ASYNC, group_id, seconds, signature): a non-blocking collective (a DDP
   bucket's all-reduce): the rank goes on at once; the collective starts when
   every member has launched it and each member's communication stream is free
   (its non-blocking collectives run one after another, in launch order), and
   ends `seconds` later; a member's op spans its launch to that end;
-- (WAIT,): until every non-blocking collective the rank launched has ended.
+- (DRAIN,): until every non-blocking collective the rank launched has ended.
 `link` and `channel` are any hashable keys: messages on one link queue one
 after another; on one channel they pair in order.
 
@@ -47,7 +49,7 @@ from typing import Any
 
 from runtime.costmodel import CostModel
 
-COMPUTE, SEND, RECV, SENDRECV, COLLECTIVE, ASYNC, WAIT = range(7)
+COMPUTE, SEND, RECV, SENDRECV, COLLECTIVE, WAIT, ASYNC, DRAIN = range(8)
 
 Op = tuple[Any, ...]
 
@@ -271,6 +273,8 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
                 arrive = post(rank, op, t)
                 end = t if op[5] else arrive
             elif code == WAIT:
+                end = t + op[1]
+            elif code == DRAIN:
                 if running[rank]:
                     in_wait[rank] = t
                     return

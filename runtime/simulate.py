@@ -10,7 +10,8 @@ free, a compute finishing) are processed in time order, earliest first.
 
 Semantics (the same ones the real engine implements in runtime.worker):
 - compute: CostModel.compute_time is its base duration, the time it takes with
-  a core to itself. When the model has a core count (`cores`), the computing
+  a core to itself. A compute with the `io` arg (a checkpoint's write) waits on a
+  device, not a core: it takes its duration whoever else computes. When the model has a core count (`cores`), the computing
   ranks share those cores as processor sharing: at any instant, if k ranks are
   computing, each progresses at min(1, cores/k) of its base speed, and the
   rates change whenever a compute starts or ends anywhere. A static slow-down
@@ -73,6 +74,7 @@ from runtime.eventloop import (
     ASYNC,
     COLLECTIVE,
     COMPUTE,
+    DRAIN,
     RECV,
     SEND,
     SENDRECV,
@@ -131,8 +133,10 @@ def simulate(program: Program, model: CostModel) -> Timeline:
         key, who = next(iter(run.launched.items()))
         missing = sorted(set(groups[key[0]]) - set(who))
         raise DeadlockError(
-            [StuckRank(r, "", f"a non-blocking collective rank(s) {missing} never launch")
-             for r in sorted(who)]  # fmt: skip
+            [
+                StuckRank(r, "", f"a non-blocking collective rank(s) {missing} never launch")
+                for r in sorted(who)
+            ]  # fmt: skip
         )
     spans: list[Span] = []
     done = [0] * program.world_size
@@ -197,7 +201,9 @@ class Compiler:
             code = ASYNC if a.nonblocking else COLLECTIVE
             return (code, gid, self._seconds[key], (kind, a.bytes))
         if a.is_wait:
-            return (WAIT,)
+            return (DRAIN,)
+        if a.arg("io"):  # waits on a device (the disk), not on a core
+            return (WAIT, model.compute_time(a))
         return (COMPUTE, model.compute_time(a))
 
 
@@ -223,6 +229,8 @@ def simulate_lockstep(
             raise ValueError(f"{action.id}: overlapped communication: simulate every rank")
         if action.is_collective:
             end = t + model.collective_time(action)
+        elif action.arg("io"):
+            end = t + model.compute_time(action)  # waits on the disk, shares no core
         else:
             end = t + model.compute_time(action) / share
         spans.append(span_for(action, t, end))
