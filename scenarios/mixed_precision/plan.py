@@ -43,9 +43,7 @@ class Variant:
 
 
 def variants(params: MixedParams) -> list[Variant]:
-    return [
-        Variant(f"{p}/{i}", p, i) for p in params.precision for i in params.implementations
-    ]
+    return [Variant(f"{p}/{i}", p, i) for p in params.precision for i in params.implementations]
 
 
 def build(params: MixedParams, steps: range | None = None, ranks: range | None = None) -> Program:
@@ -97,8 +95,17 @@ def step_actions(
         # gloo's own all-reduce, a ring on two ranks: the ring formula, scaled after a
         # run as the run timed it (runtime.costmodel.refine_collectives)
         out += [
-            act(f"AR{j}", "all_reduce", f"AR b{j}", "buckets", bytes=sizes[j], group=group,
-                algorithm="ring", chunk=j, args=(("nonblocking", True),))  # fmt: skip
+            act(
+                f"AR{j}",
+                "all_reduce",
+                f"AR b{j}",
+                "buckets",
+                bytes=sizes[j],
+                group=group,
+                algorithm="ring",
+                chunk=j,
+                args=(("nonblocking", True),),
+            )  # fmt: skip
             for j in after.get(p, ())
         ]
     out.append(act("wait", "wait", "wait", "tradeoff"))
@@ -107,5 +114,3 @@ def step_actions(
         out.append(act("U", "compute", label, "scaling" if v.scaled else "bf16", cost_key=f"U.{s}"))
     out.append(act("opt", "opt", "Adam", "master", cost_key=f"opt.{s}"))
     return out
-
-
