@@ -163,7 +163,8 @@ class TorchDDP:
         for index, param in enumerate(self.params):
             param.register_post_accumulate_grad_hook(lambda _p, i=index: clock.ready(i))
 
-    def _hook(self, _state: object, bucket: dist.GradBucket) -> torch.futures.Future:
+    # No annotations: torch checks them against its own types, and these would be strings.
+    def _hook(self, _state, bucket):  # type: ignore[no-untyped-def]
         buffer = bucket.buffer()
         buffer.div_(self.world)
         if bucket.index() == 0 and self.poisoned:

@@ -83,6 +83,8 @@ class SeriesTrainer:
             if v.scaled
             else None
         )
+        if self.torch_scaler is not None:
+            self.torch_scaler.scale(torch.ones(()))  # GradScaler makes its scale lazily
         self.trace = Trace()
         self.loss: torch.Tensor | None = None
         self.found_inf = False
