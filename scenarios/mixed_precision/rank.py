@@ -18,9 +18,9 @@ Called inside each rank process by runtime.worker with a RankContext:
    same precision, step by step (`grad_diff_vs_torch`); the scale traces and
    skipped steps of every scaler go back in the result.
 
-Compute costs for the prediction: CPU seconds of this rank's thread (gloo's
-threads do the all-reduces and are not compute), backward split across its
-parts in proportion to their wall time; the median over the steady steps.
+Compute costs for the prediction: wall seconds (the all-reduces' threads share
+the cores with backward, and the run pays that), backward split across its
+parts as their hooks timed them; the median over the steady steps.
 
 Engine part: imports torch (rank processes only; the UI never imports this).
 """
@@ -50,8 +50,9 @@ SMALLEST_NORMAL_FP16 = 2.0**-14
 
 
 def cpu_clock() -> float:
-    """This thread's CPU seconds when torch computes on it alone, else the process's."""
-    return time.thread_time() if torch.get_num_threads() == 1 else time.process_time()
+    """Wall seconds: gloo's threads reduce buckets on the same cores while backward runs,
+    and what they take from it is part of what the prediction must reproduce."""
+    return time.perf_counter()
 
 
 def underflow(cfg: GPTConfig, inputs: torch.Tensor, targets: torch.Tensor) -> Underflow:

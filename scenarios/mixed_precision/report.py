@@ -83,6 +83,7 @@ def series_metrics(
                timing.overlap_fraction(measured, s) if measured else None,
                timing.overlap_fraction(predicted, s), s),
         Metric("step_s_no_overlap", "s", None, timing.no_overlap_s(predicted, s), s),
+        *step_pair(timing.step_s(measured, s) if measured else None, timing.step_s(predicted, s), s),
         Metric("bucket_count", "count", len(mine[0].buckets) if mine else None, len(plan), s),
     ]  # fmt: skip
     if listed:
@@ -105,6 +106,16 @@ def series_metrics(
     if mine and v.scaled:
         out += scale_metrics(s, mine, hand=v.implementation == "hand")
     return out
+
+
+def step_pair(measured: float | None, predicted: float | None, s: str) -> list[Metric]:
+    """The issue's names for the step-time pair: measured, predicted, relative error."""
+    error = abs(predicted - measured) / measured if measured and predicted is not None else None
+    return [
+        Metric("step_measured_s", "s", measured, series=s),
+        Metric("step_predicted_s", "s", None, predicted, s),
+        Metric("prediction_error", "fraction", error, series=s),
+    ]
 
 
 def scale_metrics(series: str, mine: list[SeriesResult], *, hand: bool) -> list[Metric]:
