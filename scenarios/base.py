@@ -162,9 +162,9 @@ class Hooks(Generic[P]):
     marks: Callable[[P, list[Any]], list[Mark]] | None = None
     # Metrics and curves that need the prepared cost model or the run (None before one):
     # a sweep the model predicts, the loss curves a run measured.
-    figures: Callable[[P, CostModel, RunData[Any] | None], tuple[list[Metric], list[Curve]]] | None = (
-        None
-    )
+    figures: (
+        Callable[[P, CostModel, RunData[Any] | None], tuple[list[Metric], list[Curve]]] | None
+    ) = None
 
 
 @dataclass(frozen=True)

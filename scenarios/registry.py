@@ -21,7 +21,8 @@ from scenarios.ring_allreduce.lesson import LESSON as RING_ALLREDUCE
 from scenarios.zero.lesson import LESSON as ZERO
 
 LESSONS: dict[str, Lesson] = {
-    lesson.name: lesson for lesson in (RING_ALLREDUCE, ZERO, PIPELINE, FAILURE_RESUME, MIXED_PRECISION)
+    lesson.name: lesson
+    for lesson in (RING_ALLREDUCE, ZERO, PIPELINE, FAILURE_RESUME, MIXED_PRECISION)
 }
 
 PLANNED = (
