@@ -79,6 +79,7 @@ class StepRunner:
 
     def __init__(self, ctx: Context, trainer: SeriesTrainer, costs: dict[str, list[float]]):
         self.ctx, self.trainer, self.costs = ctx, trainer, costs
+        self.p2p: list[tuple[int, float]] = []
         shape = ctx.params.model
         self.part_of = [p.part for p in buckets.gpt_params(shape)]
         names = [name for name, _ in trainer.model.named_parameters()]
@@ -87,6 +88,13 @@ class StepRunner:
     def cost(self, key: str | None, seconds: float, step: int) -> None:
         if key is not None and (step >= 2 or self.ctx.params.steps == 1):
             self.costs[key].append(seconds)
+
+    def message(self, action: Action, seconds: float, step: int) -> None:
+        """A bucket's ring all-reduce as 2(n−1) messages of bytes/n each: what one message
+        took while backward ran (runtime.costmodel.refine makes the latency of them)."""
+        n = self.ctx.world_size
+        if step >= 2 or self.ctx.params.steps == 1:
+            self.p2p.append((int(action.bytes or 0) // n, seconds / (2 * (n - 1))))
 
     def run(self, actions: list[Action], data: tuple[torch.Tensor, torch.Tensor], poison: bool):
         ctx, trainer = self.ctx, self.trainer
@@ -122,9 +130,13 @@ class StepRunner:
         for action, begin, end in wall:
             ctx.record(action, begin, end)
             self.cost(action.cost_key, back_cpu * (end - begin) / total, step)
-        for action in by_kind["all_reduce"]:
+        stream = 0  # when this rank's previous bucket ended (they run one after another)
+        for action in sorted(by_kind["all_reduce"], key=lambda a: a.chunk or 0):
             j = action.chunk or 0
-            ctx.record(action, clock.launched_ns.get(j, last), clock.ended_ns.get(j, waited))
+            launched, ended = clock.launched_ns.get(j, last), clock.ended_ns.get(j, waited)
+            ctx.record(action, launched, ended)
+            self.message(action, (ended - max(launched, stream)) / 1e9, step)
+            stream = ended
         ctx.record(by_kind["wait"][0], last, max(last, waited))
         for kind, run in (("compute", trainer.unscale), ("opt", None)):
             for action in by_kind[kind]:
@@ -150,6 +162,7 @@ def run_rank(ctx: Context) -> MixedResult:
     results: dict[str, SeriesResult] = {}
     hand_grads: dict[str, list[torch.Tensor | None]] = {}
     grad_diff: dict[str, float] = {}
+    p2p: list[tuple[int, float]] = []
 
     ctx.start_clock()
     for series, group in groupby(ctx.actions, key=lambda a: a.series):
@@ -165,6 +178,7 @@ def run_rank(ctx: Context) -> MixedResult:
         for step, acts in groupby(steps, key=lambda a: a.step):
             assert step is not None
             runner.run(list(acts), mine[step - 1], step in overflow)
+        p2p += runner.p2p
         trace = trainer.trace
         if v.implementation == "hand":
             hand_grads[v.precision] = trace.grads
@@ -189,6 +203,7 @@ def run_rank(ctx: Context) -> MixedResult:
         grad_diff_vs_torch=grad_diff,
         underflow=measured_underflow,
         compute_costs={key: statistics.median(values) for key, values in costs.items()},
+        p2p=p2p,
     )
 
 
