@@ -31,6 +31,7 @@ Imports: runtime's pure part and the lesson contract (the UI imports this).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from runtime.compute import TYPICAL_CPU
@@ -72,6 +73,8 @@ class MixedParams(Params):
     value: float = field(default=1e-5, metadata={KNOB: Knob("float")})
 
     def check(self, mode: Mode) -> None:
+        if not math.isfinite(self.value):
+            raise ParamError("value", f"value={self.value}: a finite number (the format explorer)")
         first = self.first_bucket_cap
         if first and not KiB <= first <= self.bucket_cap:
             raise ParamError(
