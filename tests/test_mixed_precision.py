@@ -268,3 +268,19 @@ def test_hand_equals_torch_on_real_ranks(two_ranks):
     assert get(m, "memory_bytes_per_param", "fp16/hand").value == 16.0
     assert get(m, "underflow_fraction_unscaled").value >= get(m, "underflow_fraction_scaled").value
     assert any(mark.kind == "skip" for mark in two_ranks.measured.marks)
+
+
+def test_overlapping_all_reduces_get_a_communication_lane():
+    """The HTML timeline (and the app's Gantt, by the same rule) draws the buckets that run
+    under backward on a lane beneath the rank; blocking collectives stay on the rank's row."""
+    from playground.export.timeline import comm_lane
+
+    params = params_of(precision="fp16", implementation="hand")
+    model = LESSON.prepare_model(params, CostModel("t", 1e-4, 1e-9, 0.0, {}))
+    predicted = simulate(build(params), model)
+    lane = comm_lane(predicted.spans)
+    steady = [s for s in predicted.spans if s.kind == "all_reduce" and s.step == 2]
+    assert steady and all(id(s) in lane for s in steady)
+    assert all(s.kind == "all_reduce" for s in predicted.spans if id(s) in lane)
+    ring = session.predict("ring-allreduce", {"ranks": "4"}, hardware="cpu-default")
+    assert not comm_lane(ring.predicted.spans)
