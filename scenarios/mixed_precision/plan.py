@@ -92,8 +92,10 @@ def step_actions(
     for p, part in enumerate(buckets.parts(params.model.layers)):
         key = f"B.{s}.{part.rstrip('0123456789')}"  # every block costs the same
         out.append(act(f"B{p}", "B", f"B {part}", "overlap", cost_key=key, args=(("part", p),)))
-        # gloo's own all-reduce, a ring on two ranks: the ring formula, scaled after a
-        # run as the run timed it (runtime.costmodel.refine_collectives)
+        # torch's own all-reduce (gloo's, NCCL's), by hand and by torch's DDP alike: the
+        # ring formula, its latency the one the run's buckets paid while backward ran
+        # (RankResult.p2p, scenarios.mixed_precision.rank), not rescaled from their spans
+        # (launch to end: the queue behind earlier buckets, which the simulator adds)
         out += [
             act(
                 f"AR{j}",
@@ -102,7 +104,7 @@ def step_actions(
                 "buckets",
                 bytes=sizes[j],
                 group=group,
-                algorithm="ring",
+                algorithm="builtin",
                 chunk=j,
                 args=(("nonblocking", True),),
             )  # fmt: skip

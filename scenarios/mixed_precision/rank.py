@@ -2,8 +2,9 @@
 
 Called inside each rank process by runtime.worker with a RankContext:
 
-1. Before the clock: one fp32 forward and backward of a fresh MiniGPT on this
-   rank's first microbatch (what a process pays the first time is paid here),
+1. Before the clock: a throwaway trainer and one fp32 forward and backward of a
+   fresh MiniGPT on this rank's first microbatch (what a process pays the first
+   time is paid here),
    whose real gradients say how many values fp16 flushes to zero without loss
    scaling and at the initial scale (`Underflow`).
 2. For each series of the Program (scenarios.mixed_precision.plan: a precision
@@ -89,12 +90,14 @@ class StepRunner:
         if key is not None and (step >= 2 or self.ctx.params.steps == 1):
             self.costs[key].append(seconds)
 
-    def message(self, action: Action, seconds: float, step: int) -> None:
-        """A bucket's ring all-reduce as 2(n−1) messages of bytes/n each: what one message
-        took while backward ran (runtime.costmodel.refine makes the latency of them)."""
-        n = self.ctx.world_size
-        if step >= 2 or self.ctx.params.steps == 1:
-            self.p2p.append((int(action.bytes or 0) // n, seconds / (2 * (n - 1))))
+    def messages(self, buckets: list[tuple[Action, float]], step: int) -> None:
+        """A step's bucket all-reduces as rings of 2(n−1) messages of bytes/n each: one
+        sample, the average message (the slow last buckets count, as the step pays them);
+        runtime.costmodel.refine makes the latency of the samples' median."""
+        n, count = self.ctx.world_size, 2 * (self.ctx.world_size - 1) * len(buckets)
+        if buckets and (step >= 2 or self.ctx.params.steps == 1):
+            nbytes = sum(int(a.bytes or 0) for a, _ in buckets) // n
+            self.p2p.append((nbytes * 2 * (n - 1) // count, sum(s for _, s in buckets) / count))
 
     def run(self, actions: list[Action], data: tuple[torch.Tensor, torch.Tensor], poison: bool):
         ctx, trainer = self.ctx, self.trainer
@@ -131,12 +134,14 @@ class StepRunner:
             ctx.record(action, begin, end)
             self.cost(action.cost_key, back_cpu * (end - begin) / total, step)
         stream = 0  # when this rank's previous bucket ended (they run one after another)
+        served: list[tuple[Action, float]] = []
         for action in sorted(by_kind["all_reduce"], key=lambda a: a.chunk or 0):
             j = action.chunk or 0
             launched, ended = clock.launched_ns.get(j, last), clock.ended_ns.get(j, waited)
             ctx.record(action, launched, ended)
-            self.message(action, (ended - max(launched, stream)) / 1e9, step)
+            served.append((action, (ended - max(launched, stream)) / 1e9))
             stream = ended
+        self.messages(served, step)
         ctx.record(by_kind["wait"][0], last, max(last, waited))
         for kind, run in (("compute", trainer.unscale), ("opt", None)):
             for action in by_kind[kind]:
@@ -164,6 +169,8 @@ def run_rank(ctx: Context) -> MixedResult:
     grad_diff: dict[str, float] = {}
     p2p: list[tuple[int, float]] = []
 
+    # What the first trainer pays once (lazy imports: some 0.8 s), paid before the clock.
+    SeriesTrainer(cfg, Variant("warm-up", "fp16", "hand"), params.bucket_cap, 0, 1)
     ctx.start_clock()
     for series, group in groupby(ctx.actions, key=lambda a: a.series):
         assert series is not None, "every Action of the mixed-precision lesson has a series"
