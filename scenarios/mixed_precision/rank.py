@@ -117,11 +117,20 @@ class StepRunner:
         waited = time.perf_counter_ns()
         clock = trainer.clock
         ready = clock.ready_ns
-        # Each part of backward ends when its last gradient is ready.
+        # Each part of backward ends when its last gradient is ready, and the buckets it
+        # completes are launched (the hand-written DDP flattens a bucket then: work of
+        # backward's hooks, as torch's Reducer copies each gradient into its bucket).
         part_end: dict[int, int] = {}
         for index, at in ready.items():
             part = self.part_of[index]
             part_end[part] = max(part_end.get(part, 0), at)
+        part = None
+        for action in actions:
+            if action.kind == "B":
+                part = action.arg("part")
+            elif action.kind == "all_reduce" and part is not None:
+                launched = clock.launched_ns.get(action.chunk or 0, 0)
+                part_end[part] = max(part_end.get(part, 0), launched)
         last = start
         wall = []
         parts = sorted(by_kind["B"], key=lambda a: a.arg("part"))
