@@ -17,7 +17,8 @@ window, width, cursor, mode), so moving the cursor redraws only what changed.
   screen updates the narrative and the ring ("messages up").
 - Live runs: `add_spans` appends Spans as they arrive from the ranks.
 - Marks of the measured run (a failure ✕, its detection !, a restart ↻, a
-  checkpoint ◆, a skipped step ⊘, a grown loss scale ↑) as one glyph in the rows of the rank they concern.
+  checkpoint ◆, a skipped step ⊘, a grown loss scale ↑) as one glyph in the rows
+  of the rank they concern.
 
 Imports: textual and runtime.trace; never torch.
 """
