@@ -284,3 +284,44 @@ def test_overlapping_all_reduces_get_a_communication_lane():
     assert all(s.kind == "all_reduce" for s in predicted.spans if id(s) in lane)
     ring = session.predict("ring-allreduce", {"ranks": "4"}, hardware="cpu-default")
     assert not comm_lane(ring.predicted.spans)
+
+
+def test_simulator_overlaps_nonblocking_collectives_and_waits_for_them():
+    """runtime.simulate's non-blocking collectives: launched, the rank goes on; they run one
+    after another on the rank's stream, from the last member's launch; `wait` ends with
+    the last; a launch some member never makes is a deadlock, and an unwaited one refused."""
+    from runtime.program import Action, Program, ProgramError
+    from runtime.simulate import DeadlockError
+
+    model = CostModel("t", alpha=0.5, beta=0.0, gamma=0.0, compute={"c": 1.0, "slow": 3.0})
+    group = (0, 1)
+
+    def rank(r: int, first: str) -> list[Action]:
+        ar = {"kind": "all_reduce", "bytes": 8, "group": group, "algorithm": "builtin",
+              "args": (("nonblocking", True),)}  # fmt: skip
+        return [
+            Action(f"a{r}", r, "B", cost_key=first),
+            Action(f"ar0@{r}", r, **ar),  # type: ignore[arg-type]
+            Action(f"b{r}", r, "B", cost_key="c"),
+            Action(f"ar1@{r}", r, **ar),  # type: ignore[arg-type]
+            Action(f"w{r}", r, "wait"),
+            Action(f"o{r}", r, "opt", cost_key="c"),
+        ]
+
+    program = Program(2)
+    program.extend([*rank(0, "c"), *rank(1, "slow")])
+    spans = {s.action_id: s for s in simulate(program, model).spans}
+    # the ring of 2 ranks: 2 steps of alpha = 1 s each all-reduce
+    assert (spans["ar0@0"].start, spans["ar0@0"].end) == (1.0, 4.0)  # waits for rank 1 (t=3)
+    assert (spans["b0"].start, spans["b0"].end) == (1.0, 2.0)  # overlapped with it
+    assert spans["ar1@0"].end == 5.0 and spans["w0"].end == 5.0 and spans["o0"].end == 6.0
+    assert spans["ar1@1"].end == 5.0 and spans["w1"].start == 4.0 and spans["w1"].end == 5.0
+
+    lonely = Program(2)
+    lonely.extend([rank(0, "c")[1], rank(0, "c")[4], Action("w1", 1, "wait")])
+    with pytest.raises(DeadlockError):
+        simulate(lonely, model)
+    unwaited = Program(2)
+    unwaited.extend([rank(0, "c")[1], rank(1, "c")[1]])
+    with pytest.raises(ProgramError, match="never waited"):
+        unwaited.validate()
