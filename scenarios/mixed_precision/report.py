@@ -82,7 +82,9 @@ def series_metrics(
         Metric("comm_overlap_fraction", "fraction",
                timing.overlap_fraction(measured, s) if measured else None,
                timing.overlap_fraction(predicted, s), s),
-        Metric("step_s_no_overlap", "s", None, timing.no_overlap_s(predicted, s), s),
+        Metric("step_s_no_overlap", "s",
+               timing.no_overlap_s(measured, s) if measured else None,
+               timing.no_overlap_s(predicted, s), s),
         *step_pair(timing.step_s(measured, s) if measured else None, timing.step_s(predicted, s), s),
         Metric("bucket_count", "count", len(mine[0].buckets) if mine else None, len(plan), s),
     ]  # fmt: skip
