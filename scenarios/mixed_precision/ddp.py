@@ -57,8 +57,12 @@ class Clock:
     def ready(self, index: int) -> None:
         self.ready_ns[index] = time.perf_counter_ns()
 
-    def launch(self, bucket: int, nbytes: int, work: torch.futures.Future) -> torch.futures.Future:
-        self.launched_ns[bucket] = time.perf_counter_ns()
+    def launch(
+        self, bucket: int, nbytes: int, work: torch.futures.Future, at_ns: int
+    ) -> torch.futures.Future:
+        """`at_ns`: read just before the all-reduce was called (the call itself may
+        already do part of the work)."""
+        self.launched_ns[bucket] = at_ns
         self.sizes[bucket] = nbytes
 
         def ended(fut: torch.futures.Future) -> torch.Tensor:
@@ -112,10 +116,11 @@ class HandDDP:
         flat.div_(self.world)  # torch divides before the sum: the same rounding
         if j == 0 and self.poisoned:
             flat[0] = math.inf
+        at = time.perf_counter_ns()
         work = dist.all_reduce(flat, async_op=True)
         self.flats.append(flat)
-        self.futures.append(self.clock.launch(j, flat.numel() * flat.element_size(),
-                                              work.get_future()))  # fmt: skip
+        nbytes = flat.numel() * flat.element_size()
+        self.futures.append(self.clock.launch(j, nbytes, work.get_future(), at))
 
     def finish(self) -> None:
         """Wait for every bucket (DDP's wait before the optimizer step), copy the sums back;
@@ -169,9 +174,10 @@ class TorchDDP:
         buffer.div_(self.world)
         if bucket.index() == 0 and self.poisoned:
             buffer[0] = math.inf
+        at = time.perf_counter_ns()
         work = dist.all_reduce(buffer, async_op=True)
-        return self.clock.launch(bucket.index(), buffer.numel() * buffer.element_size(),
-                                 work.get_future())  # fmt: skip
+        nbytes = buffer.numel() * buffer.element_size()
+        return self.clock.launch(bucket.index(), nbytes, work.get_future(), at)
 
     def __call__(self, *args: torch.Tensor) -> torch.Tensor:
         return self.ddp(*args)
