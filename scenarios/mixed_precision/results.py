@@ -22,7 +22,7 @@ from scenarios.base import RankResult
 
 @dataclass(frozen=True)
 class Memory:
-    """Bytes of each memory category at its peak on one rank (scenarios.metrics.CATEGORIES)."""
+    """Bytes of each memory category at its peak on one rank (scenarios.metrics.ALL_CATEGORIES)."""
 
     params: int
     grads: int

@@ -25,7 +25,6 @@ Engine part: imports torch (rank processes only; the UI never imports this).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import torch
@@ -198,7 +197,3 @@ def _found(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) -> bo
     """Whether GradScaler found an inf/NaN in this optimizer's gradients (its own record)."""
     found = scaler._found_inf_per_device(optimizer)
     return bool(sum(v.item() for v in found.values()))
-
-
-def elapsed(start_ns: int) -> float:
-    return (time.perf_counter_ns() - start_ns) / 1e9
