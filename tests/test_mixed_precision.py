@@ -181,10 +181,15 @@ def test_lumped_step_equals_the_full_simulation():
     model = LESSON.prepare_model(params, CostModel("t", 1e-4, 1e-9, 0.0, {}))
     predicted = simulate(build(params), model)
     for v in variants(params):
-        spans, _ = sweep.one_step(params, model, v, 2, 0.0)
+        spans, comm = sweep.one_step(params, model, v, 2, 0.0)
         assert math.isclose(
             max(s.end for s in spans), timing.step_s(predicted, v.series), rel_tol=1e-9
         )
+        # the sweep's span-free walk of the same step
+        compute = sum(s.duration for s in spans if s.kind not in ("all_reduce", "wait"))
+        fast = sweep.step_seconds(params, model, v, params.bucket_cap)
+        assert math.isclose(fast[0], max(s.end for s in spans), rel_tol=1e-9)
+        assert math.isclose(fast[1], compute + comm, rel_tol=1e-9)
 
 
 def test_predict_at_scale_without_torch():

@@ -34,6 +34,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from scenarios.shape import GPTShape
 
@@ -154,13 +155,21 @@ def plan(
 ) -> tuple[list[int], list[int], list[int], list[int]]:
     """(iteration 0's bucket bytes, its launch parts, later iterations' bytes, their
     launch parts) of the MiniGPT of `shape` with `element_bytes` per gradient element."""
+    a, b, c, d = _plan(shape, element_bytes, cap, first_cap)
+    return list(a), list(b), list(c), list(d)
+
+
+@lru_cache(maxsize=256)  # predict asks for the same plan per series, metric and sweep point
+def _plan(
+    shape: GPTShape, element_bytes: int, cap: int, first_cap: int
+) -> tuple[tuple[int, ...], ...]:
     params = gpt_params(shape)
     sizes = [p.numel * element_bytes for p in params]
     first = initial_buckets(sizes, cap, first_cap)
     later = rebuilt_buckets(sizes, ready_order(shape.layers), cap, first_cap)
     return (
-        bucket_bytes(first, sizes),
-        launch_parts(first, params, shape.layers),
-        bucket_bytes(later, sizes),
-        launch_parts(later, params, shape.layers),
+        tuple(bucket_bytes(first, sizes)),
+        tuple(launch_parts(first, params, shape.layers)),
+        tuple(bucket_bytes(later, sizes)),
+        tuple(launch_parts(later, params, shape.layers)),
     )
