@@ -25,11 +25,13 @@ KIND_COLORS: dict[str, str] = {
     "all_gather": "#86BCB6",
     "broadcast": "#FABFD2",
     "barrier": "#BAB0AC",
+    "wait": "#6B6B6B",
 }
 
 CATEGORY_COLORS: dict[str, str] = {
     "params": "#4E79A7",
     "grads": "#F28E2B",
+    "master": "#EDC948",
     "optimizer": "#E15759",
     "activations": "#59A14F",
     "buffers": "#B07AA1",

@@ -20,7 +20,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from runtime.trace import Counter, Mark, Span, Timeline
-from scenarios.metrics import CATEGORIES, UNITS, Curve, Metric
+from scenarios.metrics import ALL_CATEGORIES, UNITS, Curve, Metric
 
 MAX_FILE_BYTES = 256 * 2**20
 PRINTABLE = r"^[^\x00-\x1f\x7f-\x9f]*$"  # no control characters (C0, DEL, C1)
@@ -76,7 +76,7 @@ class MetricDoc(Struct, frozen=True):
     value: Scalar | Annotated[list[Scalar], Meta(max_length=1 << 16)] = None
     predicted: Scalar | Annotated[list[Scalar], Meta(max_length=1 << 16)] = None
     series: Name | None = None
-    category: Literal[CATEGORIES] | None = None  # type: ignore[valid-type]
+    category: Literal[ALL_CATEGORIES] | None = None  # type: ignore[valid-type]
     per: Literal["rank", "step"] | None = None
     error: Number | None = None  # recomputed from the pair, never trusted
 
@@ -92,6 +92,7 @@ class CurveDoc(Struct, frozen=True):
     marks: Annotated[dict[Name, Number | None], Meta(max_length=16)]
     y_unit: Literal[UNITS] = "fraction"  # type: ignore[valid-type]
     log_x: bool = False
+    x_unit: Literal[UNITS] = "s"  # type: ignore[valid-type]
 
 
 Rate = Annotated[float, Meta(gt=0, le=1e30)]

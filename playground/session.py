@@ -146,7 +146,8 @@ def predict(
     model = select_model(hardware, backend, params.world_size, nearest=True)
     model = lesson.prepare_model(params, model)
     predicted, metrics = lesson.predict(params, model)  # lumped where it would be slow
-    return Outcome(lesson, params, model, predicted, metrics=metrics, curves=lesson.curves(params))
+    more, curves = lesson.figures(params, model)
+    return Outcome(lesson, params, model, predicted, metrics=[*metrics, *more], curves=curves)
 
 
 def calibrate(
@@ -296,8 +297,9 @@ def finish(
 ) -> Outcome:
     """A finished launch as an Outcome: typed results, refined prediction, metrics.
     `program`: the one the run executed (built again when not given)."""
-    measured = Timeline(spans=result.spans, counters=result.counters, marks=result.marks)
     results = decode_results(lesson, result.rank_results)
+    marks = [*result.marks, *lesson.marks(params, results)]
+    measured = Timeline(spans=result.spans, counters=result.counters, marks=marks)
     program = program if program is not None else lesson.build(params)
     # What the ranks measured (compute, p2p), then the collectives as the run timed them:
     # the prediction after a run composes the run's own figures (runtime.costmodel).
@@ -306,14 +308,15 @@ def finish(
     predicted = simulate(program, refined)
     run_data = RunData(measured, results, result.restarts)
     metrics = lesson.metrics(params, predicted, run_data)
+    more, curves = lesson.figures(params, refined, run_data)
     return Outcome(
         lesson,
         params,
         refined,
         predicted,
         measured,
-        metrics,
+        [*metrics, *more],
         result.backend,
         str(result.run_dir),
-        lesson.curves(params),
+        curves,
     )

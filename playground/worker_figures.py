@@ -4,7 +4,7 @@ Part of `playground/` in DESIGN.md, between playground.session and runtime's
 pure per-rank accounting (runtime.live_workers, runtime.stragglers): it hands
 them what only the front end knows: the lesson's unit of work (its `items`
 hook: tokens per rank per step), the memory categories of the lesson contract
-(scenarios.metrics.CATEGORIES) and the straggler threshold, 1.2 unless
+(scenarios.metrics.ALL_CATEGORIES) and the straggler threshold, 1.2 unless
 PLAYGROUND_STRAGGLER_RATIO says otherwise (checked: a number from 1 to 10).
 
 Never imports torch.
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from runtime.live_workers import LiveWorkers, workers_report
 from runtime.stragglers import DEFAULT_THRESHOLD, WorkersReport
 from runtime.trace import Timeline
-from scenarios.metrics import CATEGORIES
+from scenarios.metrics import ALL_CATEGORIES
 
 if TYPE_CHECKING:
     from playground.session import Outcome
@@ -68,7 +68,7 @@ def _options(lesson: Lesson, params: Params) -> dict:
         "items": items,
         "items_unit": unit,
         "threshold": threshold,
-        "memory_categories": CATEGORIES,
+        "memory_categories": ALL_CATEGORIES,
     }
 
 

@@ -16,7 +16,13 @@ Ops (tuples, first item the code):
 - (COLLECTIVE, group_id, seconds, signature): the members must agree on the
   signature (kind, bytes);
 - (WAIT, seconds): the rank is busy without holding a core (I/O: a checkpoint's
-  fsync'ed write waits on the disk, not the CPU).
+  fsync'ed write waits on the disk, not the CPU);
+- (ASYNC, group_id, seconds, signature): a non-blocking collective (a DDP
+  bucket's all-reduce): the rank goes on at once; the collective starts when
+  every member has launched it and each member's communication stream is free
+  (its non-blocking collectives run one after another, in launch order), and
+  ends `seconds` later; a member's op spans its launch to that end;
+- (DRAIN,): until every non-blocking collective the rank launched has ended.
 `link` and `channel` are any hashable keys: messages on one link queue one
 after another; on one channel they pair in order.
 
@@ -38,12 +44,12 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.costmodel import CostModel
 
-COMPUTE, SEND, RECV, SENDRECV, COLLECTIVE, WAIT = range(6)
+COMPUTE, SEND, RECV, SENDRECV, COLLECTIVE, WAIT, ASYNC, DRAIN = range(8)
 
 Op = tuple[Any, ...]
 
@@ -71,6 +77,8 @@ class Run:
     pc: list[int]  # ops each rank ended (all of them, unless it is stuck)
     registered: dict[int, tuple[int, int]]  # rank -> the collective it waits in
     arrivals: dict[tuple[int, int], dict[int, float]]  # collective -> who arrived when
+    # Non-blocking collectives some member never launched: key -> who launched it.
+    launched: dict[tuple[int, int], dict[int, float]] = field(default_factory=dict)
 
     def stuck(self) -> list[int]:
         return [
@@ -159,6 +167,14 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
     sequence: dict[tuple[int, int], int] = defaultdict(int)
     arrivals: dict[tuple[int, int], dict[int, float]] = defaultdict(dict)
     registered: dict[int, tuple[int, int]] = {}
+    # Non-blocking collectives: per rank, when its communication stream is free, how many
+    # of its collectives are still running and when the last one ended; the ranks blocked
+    # in a WAIT (since when); per launched collective, each member's (launch time, op index).
+    stream_free = [0.0] * n
+    running = [0] * n
+    settled = [0.0] * n
+    in_wait: dict[int, float] = {}
+    launches: dict[tuple[int, int], dict[int, tuple[float, int]]] = defaultdict(dict)
 
     def finish(rank: int, start: float, end: float) -> None:
         i = pc[rank]
@@ -204,6 +220,30 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
             del registered[m]
             finish(m, members[m], end)
 
+    def launch(rank: int, op: Op, i: int, t: float) -> None:
+        gid = op[1]
+        key = (gid, sequence[(rank, gid)])
+        sequence[(rank, gid)] += 1
+        members = launches[key]
+        members[rank] = (t, i)
+        running[rank] += 1
+        group = groups[gid]
+        if len(members) < len(group):
+            return
+        if any(ops[m][members[m][1]][3] != op[3] for m in group):
+            raise CollectiveMismatch([(m, members[m][1]) for m in group])
+        begin = max(max(at for at, _ in members.values()), max(stream_free[m] for m in group))
+        end = begin + op[2]
+        del launches[key]
+        for m in group:
+            ends[m][members[m][1]] = end
+            stream_free[m] = end
+            running[m] -= 1
+            settled[m] = max(settled[m], end)
+            if not running[m] and m in in_wait:
+                since = in_wait.pop(m)
+                finish(m, since, max(since, settled[m]))
+
     def step(rank: int, t: float, due: float) -> None:
         """Start the rank's next ops at t; `due`: when the next compute ends (nothing
         here changes it until this rank starts a compute, and then it stops)."""
@@ -218,11 +258,27 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
                 else:
                     sharing.start(rank, op[1], t)
                 return
+            if code == ASYNC:
+                starts[rank][i] = t
+                order.append(rank)
+                pc[rank] = i + 1
+                launch(rank, op, i, t)  # its end is known once every member launched it
+                if i + 1 == len(row):
+                    return
+                if due <= t:
+                    push(ready, (t, rank))
+                    return
+                continue
             if code == SEND:
                 arrive = post(rank, op, t)
                 end = t if op[5] else arrive
             elif code == WAIT:
                 end = t + op[1]
+            elif code == DRAIN:
+                if running[rank]:
+                    in_wait[rank] = t
+                    return
+                end = max(t, settled[rank])
             elif code == COLLECTIVE:
                 collective(rank, op, t)
                 return
@@ -286,4 +342,5 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
                         step(rank, now, next_end())
             else:
                 break
-    return Run(starts, ends, order, pc, registered, dict(arrivals))
+    unfinished = {key: {m: at for m, (at, _) in who.items()} for key, who in launches.items()}
+    return Run(starts, ends, order, pc, registered, dict(arrivals), unfinished)

@@ -11,6 +11,9 @@
     slow:rank=R,factor=F           a straggler: rank R's local compute takes F times as
                                    long (after each compute it sleeps F−1 times what the
                                    compute took: no busy loop, its cores go to the others)
+    overflow:step=K[,rank=R]       an inf in rank R's (default 0) gradients in training
+                                   step K, just before they are all-reduced: a lesson
+                                   with a loss scaler (mixed-precision) must skip the step
 
 Several `--fault` flags may be given. Parsed here (pure), carried to the ranks
 as Fault records: time-based faults are fired by runtime.worker's timers,
@@ -18,7 +21,9 @@ step-based ones by the training loop of a lesson that has steps (it reads
 them from RankContext.faults: failure-resume's rank code), and `corrupt`
 by the restart supervisor (runtime.supervise) on the checkpoint directory, and
 `slow` by runtime.worker.RankContext.execute around every compute Action (the
-simulator slows the same rank: CostModel.slow, `slowed`). A
+simulator slows the same rank: CostModel.slow, `slowed`), and `overflow` by
+the training loop of a lesson with a loss scaler (it reads RankContext.faults;
+the rank survives it: only the step's gradients are hit). A
 kill is SIGKILL and a hang SIGSTOP of the real rank process: what a crashed
 host and a wedged GPU or NCCL call look like from outside. The launcher
 (runtime.launch) must notice, name the rank and tear every rank down.
@@ -44,6 +49,7 @@ FAULT_FORMS: dict[str, tuple[frozenset[str], ...]] = {
     "hang": (frozenset({"rank", "after"}), frozenset({"rank", "step"})),
     "corrupt": (frozenset({"checkpoint"}),),
     "slow": (frozenset({"rank", "factor"}),),
+    "overflow": (frozenset({"step"}), frozenset({"step", "rank"})),
 }
 # A timed fault fires within a run's lifetime; later would never fire (and 1e400s is inf).
 MAX_AFTER_S = 3600.0
@@ -51,7 +57,8 @@ MAX_AFTER_S = 3600.0
 MAX_SLOW_FACTOR = 100.0
 USAGE = (
     "use kill:rank=R,after=0.5s, hang:rank=R,after=1s, kill:rank=R,step=K, "
-    "kill:rank=R,during=checkpoint, corrupt:checkpoint=latest or slow:rank=R,factor=F"
+    "kill:rank=R,during=checkpoint, corrupt:checkpoint=latest, slow:rank=R,factor=F "
+    "or overflow:step=K,rank=R"
 )
 
 
@@ -113,7 +120,7 @@ def parse_fault(spec: str, world_size: int) -> Fault:
             raise ValueError(f"--fault {spec!r}: only checkpoint=latest can be corrupted")
         return Fault(kind, None, checkpoint="latest")
     try:
-        rank = int(fields["rank"])
+        rank = int(fields.get("rank", "0"))  # only overflow may leave it out: rank 0
     except ValueError:
         raise ValueError(f"malformed --fault {spec!r}: rank must be an integer") from None
     if not 0 <= rank < world_size:
@@ -168,10 +175,22 @@ def slow_factors(faults: list[Fault]) -> dict[int, float]:
     return out
 
 
+# Only a lesson with a loss scaler can honour an overflow (it skips the step).
+NEEDS_SCALER = "an overflow needs a lesson with a loss scaler (mixed-precision)"
+
+
+def refuse_overflow(faults: list[Fault]) -> None:
+    """For lessons without a loss scaler: an overflow fault would never fire there."""
+    for fault in faults:
+        if fault.kind == "overflow":
+            raise ValueError(f"--fault {fault.describe()!r}: {NEEDS_SCALER}")
+
+
 def require_timed(faults: list[Fault]) -> None:
     """For scenarios without training steps or checkpoints: only time-based faults (and a
     slow rank, which every lesson honours) mean something there, so the others are
     refused rather than silently never fired."""
+    refuse_overflow(faults)
     for fault in faults:
         if not fault.timed and fault.kind != "slow":
             raise ValueError(

@@ -32,6 +32,9 @@ from runtime.trace import POSITION_FIELDS
 COMPUTE_KINDS = frozenset({"compute", "F", "B", "W", "opt", "reduce", "decode", "prefill"})
 P2P_KINDS = frozenset({"send", "recv", "sendrecv"})
 COLLECTIVE_KINDS = frozenset({"all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier"})
+# Waiting for the rank's own non-blocking collectives to end (DDP's wait for its buckets
+# before the optimizer step): neither compute nor a collective of its own.
+WAIT_KINDS = frozenset({"wait"})
 
 
 class ProgramError(ValueError):
@@ -48,7 +51,10 @@ class Action:
       step of a ring (send to `dst` while receiving `recv_bytes` from `src`),
       optionally reducing what arrives (`reduce=True`).
     - collective: `group` (ranks), `bytes` (the buffer size per rank, S),
-      `algorithm` ("ring", "tree", "builtin").
+      `algorithm` ("ring", "tree", "builtin"). With the `nonblocking` arg it is
+      launched and the rank goes on (`all_reduce(async_op=True)`, a DDP bucket):
+      it runs on the rank's communication stream, after the collectives launched
+      before it, and a later `wait` action waits for every one still running.
 
     `series` is the group the action belongs to when one Program runs several
     variants one after the other (a pipeline schedule, a ZeRO stage, a config):
@@ -88,8 +94,17 @@ class Action:
         return self.kind in COLLECTIVE_KINDS
 
     @property
+    def is_wait(self) -> bool:
+        return self.kind in WAIT_KINDS
+
+    @property
+    def nonblocking(self) -> bool:
+        """A collective launched without waiting for it (ended by a later `wait`)."""
+        return self.is_collective and bool(self.arg("nonblocking", False))
+
+    @property
     def is_compute(self) -> bool:
-        return not (self.is_p2p or self.is_collective)
+        return not (self.is_p2p or self.is_collective or self.is_wait)
 
     @property
     def tag(self) -> int:
@@ -203,6 +218,7 @@ class Program:
         sent_bytes: dict[tuple[int, int, int], list[int]] = {}
         recv_bytes: dict[tuple[int, int, int], list[int]] = {}
         for rank, actions in enumerate(self.ranks):
+            launched: Action | None = None  # a non-blocking collective not yet waited for
             for action in actions:
                 if action.rank != rank:
                     raise ProgramError(
@@ -224,12 +240,20 @@ class Program:
                     raise ProgramError(f"recv {action.id} has no src")
                 if action.is_collective and (not action.group or rank not in action.group):
                     raise ProgramError(f"collective {action.id} on rank {rank} is not in its group")
+                if action.nonblocking:
+                    launched = action
+                elif action.is_wait:
+                    launched = None
                 for dst, nbytes in action.sends():
                     sent[(rank, dst, action.tag)] += 1
                     sent_bytes.setdefault((rank, dst, action.tag), []).append(nbytes)
                 for src, nbytes in action.receives():
                     received[(src, rank, action.tag)] += 1
                     recv_bytes.setdefault((src, rank, action.tag), []).append(nbytes)
+            if launched is not None:
+                raise ProgramError(
+                    f"non-blocking {launched.kind} {launched.id} is never waited for (add a wait)"
+                )
         for pair in sorted(set(sent) | set(received)):
             a, b, tag = pair
             channel = f" on tag {tag}" if tag else ""

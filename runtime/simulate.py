@@ -38,6 +38,12 @@ Semantics (the same ones the real engine implements in runtime.worker):
   arrives and takes CostModel.collective_time. Each member's span runs from its
   own arrival, so waiting for a late rank shows up as time in the collective,
   as it does when measured.
+- non-blocking collective (the `nonblocking` arg: a DDP bucket's all-reduce):
+  the rank goes on at once; the collective starts when the last member has
+  launched it and every member's communication stream is free (one after
+  another, in launch order, as on one NCCL stream), and takes its time; its
+  span runs from the rank's launch to its end, overlapping the rank's compute.
+  A `wait` action ends when every non-blocking collective of the rank has.
 
 Communication is costed the moment it is posted: a message's arrival time is
 known when it is sent, so a waiting receiver's end is fixed then and there.
@@ -65,8 +71,10 @@ from typing import Any
 
 from runtime.costmodel import CostModel
 from runtime.eventloop import (
+    ASYNC,
     COLLECTIVE,
     COMPUTE,
+    DRAIN,
     RECV,
     SEND,
     SENDRECV,
@@ -121,6 +129,15 @@ def simulate(program: Program, model: CostModel) -> Timeline:
     stuck = run.stuck()
     if stuck:
         raise DeadlockError([_why_stuck(program, r, run) for r in stuck])
+    if run.launched:  # launched by some members only, and never waited for
+        key, who = next(iter(run.launched.items()))
+        missing = sorted(set(groups[key[0]]) - set(who))
+        raise DeadlockError(
+            [
+                StuckRank(r, "", f"a non-blocking collective rank(s) {missing} never launch")
+                for r in sorted(who)
+            ]  # fmt: skip
+        )
     spans: list[Span] = []
     done = [0] * program.world_size
     for rank in run.order:  # in the order the actions ended, as they were simulated
@@ -185,7 +202,10 @@ class Compiler:
             key = (kind, a.bytes, a.algorithm, gid)
             if key not in self._seconds:
                 self._seconds[key] = model.collective_time(a)
-            return (COLLECTIVE, gid, self._seconds[key], (kind, a.bytes))
+            code = ASYNC if a.nonblocking else COLLECTIVE
+            return (code, gid, self._seconds[key], (kind, a.bytes))
+        if a.is_wait:
+            return (DRAIN,)
         if a.arg("io"):  # waits on a device (the disk), not on a core
             return (WAIT, model.compute_time(a))
         return (COMPUTE, model.compute_time(a))
@@ -209,6 +229,8 @@ def simulate_lockstep(
     for action in actions:
         if action.is_p2p:
             raise ValueError(f"{action.id}: a lockstep rank has no peer to message")
+        if action.nonblocking or action.is_wait:
+            raise ValueError(f"{action.id}: overlapped communication: simulate every rank")
         if action.is_collective:
             end = t + model.collective_time(action)
         elif action.arg("io"):
@@ -229,6 +251,8 @@ def _why_stuck(program: Program, rank: int, run: Run) -> StuckRank:
         return StuckRank(
             rank, action.id, f"{action.kind} with rank(s) {missing}, which never arrive"
         )
+    if action.is_wait:
+        return StuckRank(rank, action.id, "non-blocking collectives some rank never launches")
     if action.kind in ("recv", "sendrecv"):
         tag = action.arg("tag", 0)
         channel = f" on tag {tag}" if tag else ""

@@ -17,7 +17,8 @@ Per rank and window:
 - `compute_s`: its compute actions (kinds other than messages and collectives);
 - `wait_s`: time spent waiting for peers inside communication: in a collective
   (a barrier too) from its own arrival to the last member's; in a receive
-  until the sender posted the message. Instances pair by order (the k-th
+  until the sender posted the message; and a `wait` for the rank's own
+  non-blocking collectives (the part of them backward did not hide). Instances pair by order (the k-th
   all_gather of unit 3 on every rank; the k-th message from s to r), the rule
   collectives and p2p follow (runtime.program). Spans do not carry their group,
   so alike collectives of disjoint subgroups pair as one: a future lesson with
@@ -49,6 +50,7 @@ from runtime.trace import Span
 
 COLLECTIVES = frozenset({"all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier"})
 MESSAGES = frozenset({"send", "recv", "sendrecv"})
+WAITS = frozenset({"wait"})  # for the rank's own non-blocking collectives (runtime.program)
 BIN_S = 1.0  # the bins of spans that belong to no series and no step
 
 WindowKey = tuple[str | None, int | None, int | None]  # (series, step, one-second bin)
@@ -210,6 +212,8 @@ def rank_steps(spans: list[Span], world: int, items: float | None = None) -> dic
                 elif span.kind == "sendrecv":
                     incoming = next(ring_in, None)
                     received += (incoming.bytes or 0) if incoming is not None else nbytes
+            elif span.kind in WAITS:
+                waited += span.duration
             else:
                 compute += span.duration
         out[rank] = RankStep(

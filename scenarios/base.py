@@ -20,7 +20,10 @@ honour), `restart_policy` (restart like torchrun after a failure), `curves`
 (figures drawn beside the timeline, such as overhead versus checkpoint
 interval), `lump` (a prediction at a scale where simulating every Action
 would be slow: DESIGN.md's "predict is cheap at any scale it accepts") and
-`items` (what a sample or token is, for each rank's throughput). After a run the
+`items` (what a sample or token is, for each rank's throughput), `marks` (events
+read off the ranks' results, drawn on the measured timeline: a skipped step) and
+`figures` (metrics and curves that need the cost model or the run: a sweep the
+model predicts, the loss curves a run measured). After a run the
 prediction is refined one way for every lesson (runtime.costmodel.refine)
 from what the ranks measured (`RankResult.compute_costs`, `p2p`).
 
@@ -38,7 +41,7 @@ from runtime.faults import Fault, require_timed
 from runtime.program import Program
 from runtime.restart import RestartPolicy, RestartReport
 from runtime.simulate import simulate
-from runtime.trace import Timeline
+from runtime.trace import Mark, Timeline
 from scenarios.metrics import Curve, Metric
 from scenarios.params import Mode, ParamError, Params, shown
 from scenarios.texts import NarrativeStep, Texts
@@ -154,6 +157,14 @@ class Hooks(Generic[P]):
     # What one item of work is and how many each rank processes per step, e.g.
     # ("tokens", 64.0): the per-rank throughput (runtime.stragglers). None: absent.
     items: Callable[[P], tuple[str, float]] | None = None
+    # Marks read off the ranks' results (a skipped step, a loss scale that changed),
+    # added to the measured timeline's.
+    marks: Callable[[P, list[Any]], list[Mark]] | None = None
+    # Metrics and curves that need the prepared cost model or the run (None before one):
+    # a sweep the model predicts, the loss curves a run measured.
+    figures: (
+        Callable[[P, CostModel, RunData[Any] | None], tuple[list[Metric], list[Curve]]] | None
+    ) = None
 
 
 @dataclass(frozen=True)
@@ -238,6 +249,18 @@ class Lesson(Generic[P, R]):
     def curves(self, params: P) -> list[Curve]:
         hook = self.hooks.curves
         return hook(params) if hook is not None else []
+
+    def marks(self, params: P, results: list[R]) -> list[Mark]:
+        hook = self.hooks.marks
+        return hook(params, results) if hook is not None else []
+
+    def figures(
+        self, params: P, model: CostModel, run: RunData[R] | None = None
+    ) -> tuple[list[Metric], list[Curve]]:
+        """The hook's metrics and curves, with the lesson's own curves after them."""
+        hook = self.hooks.figures
+        metrics, curves = hook(params, model, run) if hook is not None else ([], [])
+        return metrics, [*self.curves(params), *curves]
 
     def step_for_phase(self, phase: str | None) -> NarrativeStep | None:
         for step in self.narrative:

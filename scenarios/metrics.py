@@ -11,7 +11,7 @@ with `predicted` set, shown as "measured | predicted | error" even before the
 run has measured it. A value is a scalar or a list (per rank, per step). The
 `series` says which schedule, ZeRO stage or config it belongs to (the same
 field the Program's Actions carry), and `category` marks a byte count as one
-part of a memory bar (params, grads, optimizer, activations, buffers).
+part of a memory bar (params, grads, master, optimizer, activations, buffers).
 
 Imports: stdlib only.
 """
@@ -29,6 +29,9 @@ UNITS: tuple[str, ...] = Unit.__args__  # type: ignore[attr-defined]
 Scalar = float | int | bool | str | None
 Value = Scalar | list[Scalar]
 CATEGORIES = ("params", "grads", "optimizer", "activations", "buffers")
+# Every category a memory bar may show: those, and the fp32 master copy of the weights
+# that mixed precision keeps beside the fp16/bf16 ones.
+ALL_CATEGORIES = ("params", "grads", "master", "optimizer", "activations", "buffers")
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ class Curve:
     marks: dict[str, float]  # a vertical line per entry, at that x
     y_unit: Unit = "fraction"
     log_x: bool = False
+    x_unit: Unit = "s"  # how the marks' x is printed (a duration, or bytes: a bucket size)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: _finite(v) for k, v in asdict(self).items()}

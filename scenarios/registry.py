@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from scenarios.base import Lesson, LessonInfo
 from scenarios.failure_resume.lesson import LESSON as FAILURE_RESUME
+from scenarios.mixed_precision.lesson import LESSON as MIXED_PRECISION
 from scenarios.pipeline.lesson import LESSON as PIPELINE
 from scenarios.ring_allreduce.lesson import LESSON as RING_ALLREDUCE
 from scenarios.zero.lesson import LESSON as ZERO
 
 LESSONS: dict[str, Lesson] = {
-    lesson.name: lesson for lesson in (RING_ALLREDUCE, ZERO, PIPELINE, FAILURE_RESUME)
+    lesson.name: lesson
+    for lesson in (RING_ALLREDUCE, ZERO, PIPELINE, FAILURE_RESUME, MIXED_PRECISION)
 }
 
 PLANNED = (
@@ -41,16 +43,6 @@ PLANNED = (
         {
             "es": "Un bloque Transformer entero partido entre GPUs a la Megatron.",
             "en": "A whole Transformer block split across GPUs, Megatron style.",
-        },
-        False,
-    ),
-    LessonInfo(
-        6,
-        "mixed-precision",
-        {"es": "Precisión mixta y buckets", "en": "Mixed precision and bucketing"},
-        {
-            "es": "Escalado de la pérdida y buckets de DDP que solapan la comunicación.",
-            "en": "Loss scaling and DDP buckets that overlap communication.",
         },
         False,
     ),

@@ -150,6 +150,12 @@ def knob_value(name: str, knob: Knob) -> st.SearchStrategy[tuple[str, bool | Non
             st.sampled_from([(",", True), ("", True)]),
             bad_garbage.filter(lambda pair: not choices_ok(pair[0], knob.choices)),
         )
+    if kind == "float":
+        return st.one_of(
+            st.floats(-1e300, 1e300, allow_nan=False).map(lambda x: (repr(x), False)),
+            st.sampled_from([("1e-5", False), ("65504", False), ("1e400", True), ("-1e400", True)]),
+            bad_garbage,
+        )
     assert kind == "count", kind
     return st.one_of(
         st.sampled_from([("auto", False), ("7B", False), ("125M", False), ("7e9", False)]),

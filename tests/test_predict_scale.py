@@ -269,6 +269,13 @@ LARGEST = {
     "ring-allreduce": {"ranks": "4096", "repeat": "50", "size": "1TiB"},
     "zero": {"ranks": "1048576", "params": "1000T", "layers": "4096", "steps": "5"},
     "failure-resume": {"steps": "1000000", "ranks": "64", "microbatches": "64"},
+    "mixed-precision": {
+        "ranks": "1048576",
+        "steps": "1000000",
+        "layers": "96",
+        "hidden": "12288",
+        "bucket_cap": "1KiB",
+    },
     "pipeline": {
         "schedule": "interleaved",
         "stages": "64",

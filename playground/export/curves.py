@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
-from runtime.units import format_seconds
+from runtime.units import format_bytes, format_seconds
 from scenarios.metrics import Curve
 
 if TYPE_CHECKING:
@@ -44,8 +44,11 @@ MARK_STYLES = (
 )
 
 
-def _x_text(value: float) -> str:
-    """Whole seconds once they are many (1,099 s reads better than 1.1e+03 s)."""
+def _x_text(value: float, unit: str = "s") -> str:
+    """Whole seconds once they are many (1,099 s reads better than 1.1e+03 s); bytes
+    with their unit (a bucket size: 4 MiB)."""
+    if unit == "bytes":
+        return format_bytes(value)
     return f"{value:,.0f} s" if value >= 100 else format_seconds(value)
 
 
@@ -77,7 +80,7 @@ def build_curve_figure(curve: Curve) -> go.Figure | None:
             yref="paper",
             xanchor="left",
             xshift=4,
-            text=escape(f"{name}: {_x_text(value)}"),
+            text=escape(f"{name}: {_x_text(value, curve.x_unit)}"),
             showarrow=False,
             font={"color": color},
         )
@@ -87,7 +90,7 @@ def build_curve_figure(curve: Curve) -> go.Figure | None:
                 x=[value],
                 y=[None],
                 mode="lines",
-                name=escape(f"{name} = {_x_text(value)}"),
+                name=escape(f"{name} = {_x_text(value, curve.x_unit)}"),
                 line={"color": color, "dash": dash, "width": 2},
             )
         )

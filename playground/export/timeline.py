@@ -77,6 +77,8 @@ def build_figure(outcome: Outcome) -> go.Figure:
     in_legend: set[str] = set()
     for row, (_, is_measured, timeline, other) in enumerate(rows, 1):
         ranks = _ranks(timeline)
+        lane = comm_lane(timeline.spans)
+        laned = {s.rank for s in timeline.spans if id(s) in lane}
         by_kind: dict[str, list[Span]] = defaultdict(list)
         for span in timeline.spans:
             by_kind[span.kind].append(span)
@@ -113,7 +115,7 @@ def build_figure(outcome: Outcome) -> go.Figure:
                     legendgroup=escape(kind),
                     showlegend=kind not in in_legend,
                     marker={"color": kind_color(kind), "line": {"width": 0.5, "color": "white"}},
-                    y=[f"rank {s.rank}" for s in spans],
+                    y=[f"rank {s.rank}" + (" comm" if id(s) in lane else "") for s in spans],
                     base=[s.start * scale for s in spans],
                     x=[s.duration * scale for s in spans],
                     text=[escape(s.label) for s in spans],
@@ -131,7 +133,9 @@ def build_figure(outcome: Outcome) -> go.Figure:
             _add_marks(fig, timeline, ranks, scale, row)
         fig.update_yaxes(
             categoryorder="array",
-            categoryarray=[f"rank {r}" for r in ranks],
+            categoryarray=[
+                name for r in ranks for name in [f"rank {r}"] + [f"rank {r} comm"] * (r in laned)
+            ],
             autorange="reversed",  # rank 0 on top, as in the app's Gantt
             row=row,
             col=1,
@@ -190,6 +194,24 @@ def _time_unit(end: float) -> tuple[str, float]:
     if end >= 1e-3:
         return "ms", 1e3
     return "µs", 1e6
+
+
+# Kinds that may run beside a rank's own work (runtime.program's non-blocking collectives).
+OVERLAPPING = frozenset({"all_reduce", "reduce_scatter", "all_gather", "broadcast"})
+
+
+def comm_lane(spans: list[Span]) -> set[int]:
+    """ids of the collectives that overlap their rank's other spans (a DDP bucket's
+    all-reduce under backward): drawn on a "rank R comm" lane beneath the rank, as in
+    the app's Gantt. At equal starts the rank's own work comes first."""
+    out: set[int] = set()
+    running: dict[int, float] = {}
+    for span in sorted(spans, key=lambda s: (s.start, s.kind in OVERLAPPING)):
+        if span.kind in OVERLAPPING and running.get(span.rank, float("-inf")) > span.start:
+            out.add(id(span))
+        else:
+            running[span.rank] = max(running.get(span.rank, float("-inf")), span.end)
+    return out
 
 
 def _ranks(timeline: Timeline) -> list[int]:

@@ -6,7 +6,10 @@ themselves are drawn by playground.widgets.gantt_draw): every terminal row is a
 window, width, cursor, mode), so moving the cursor redraws only what changed.
 
 - Rows: one per rank; in "both" mode the predicted row sits under the measured
-  one (`r0 ·p`). Idle time is drawn as dim dots, so the bubble is visible.
+  one (`r0 ·p`). Idle time is drawn as dim dots, so the bubble is visible. A
+  collective that overlaps the rank's other spans (a non-blocking all-reduce, a
+  DDP bucket under backward) goes on a communication lane beneath the rank's
+  row (`r0 ~c`, `r0 ~pc`), so the overlap is visible rather than hidden.
 - A time window (`zoom`, `pan`, `home`) and a time cursor that steps from
   event to event (`step`), jumps to either end (`jump`) and plays as an
   animation (`toggle_play`, driven by `advance`, which tests call directly
@@ -14,7 +17,8 @@ window, width, cursor, mode), so moving the cursor redraws only what changed.
   screen updates the narrative and the ring ("messages up").
 - Live runs: `add_spans` appends Spans as they arrive from the ranks.
 - Marks of the measured run (a failure ✕, its detection !, a restart ↻, a
-  checkpoint ◆) as one glyph in the rows of the rank they concern.
+  checkpoint ◆, a skipped step ⊘, a grown loss scale ↑) as one glyph in the rows
+  of the rank they concern.
 
 Imports: textual and runtime.trace; never torch.
 """
@@ -42,6 +46,8 @@ from playground.widgets.gantt_draw import (
 from runtime.trace import Mark, Span, Timeline
 
 MODES = ("both", "measured", "predicted")
+# Kinds that may run beside a rank's own work (runtime.program's non-blocking collectives).
+OVERLAPPING = frozenset({"all_reduce", "reduce_scatter", "all_gather", "broadcast"})
 CACHE_SIZE = 1024
 PLAY_FPS = 20
 PLAY_SECONDS = 10.0  # one pass over the whole run while playing
@@ -69,6 +75,9 @@ class GanttView(Widget):
         self.rows: list[GanttRow] = []
         self._measured: dict[int, GanttRow] = {}
         self._predicted: dict[int, GanttRow] = {}
+        # Communication lanes: collectives that overlap the rank's row (see the docstring).
+        self._comm: dict[int, GanttRow] = {}
+        self._comm_predicted: dict[int, GanttRow] = {}
         self.marks: list[Mark] = []
         self.events: list[float] = []  # span boundaries of the visible rows, sorted
         self.playing = False
@@ -80,22 +89,27 @@ class GanttView(Widget):
     # -- data ---------------------------------------------------------------------
     def set_timelines(self, measured: Timeline | None, predicted: Timeline | None) -> None:
         self._measured, self._predicted = {}, {}
+        self._comm, self._comm_predicted = {}, {}
         self.marks = [m for m in (measured.marks if measured else []) if m.kind in MARK_GLYPHS]
-        for span in sorted(predicted.spans if predicted else [], key=lambda s: s.start):
-            self._row(span.rank, True).add(span)
-        for span in sorted(measured.spans if measured else [], key=lambda s: s.start):
-            self._row(span.rank, False).add(span)
+
+        # At equal starts, the rank's own work first: a collective launched as it starts
+        # overlaps it and goes on the communication lane.
+        def order(span: Span) -> tuple[float, bool]:
+            return (span.start, span.kind in OVERLAPPING)
+
+        for span in sorted(predicted.spans if predicted else [], key=order):
+            self._add(span, True)
+        for span in sorted(measured.spans if measured else [], key=order):
+            self._add(span, False)
         self._arrange()
         self.home()
 
     def add_spans(self, spans: Iterable[Span]) -> None:
         """Spans of a live run, as they arrive."""
-        grew = False
+        rows = len(self._measured) + len(self._comm)
         for span in spans:
-            if span.rank not in self._measured:
-                grew = True
-            self._row(span.rank, False).add(span)
-        if grew:
+            self._add(span, False)
+        if len(self._measured) + len(self._comm) != rows:  # a new rank, or a new lane
             self._arrange()
         self._changed()
         if self.follow:
@@ -103,6 +117,16 @@ class GanttView(Widget):
             lo, hi = self.window
             if end > hi:
                 self.window = (lo, max(end, hi * 1.25))
+
+    def _add(self, span: Span, predicted: bool) -> None:
+        row = self._row(span.rank, predicted)
+        if span.kind in OVERLAPPING and row.max_ends and row.max_ends[-1] > span.start:
+            lanes = self._comm_predicted if predicted else self._comm
+            if span.rank not in lanes:
+                label = f"r{span.rank} ~" + ("pc" if predicted else "c")
+                lanes[span.rank] = GanttRow(label, span.rank, predicted)
+            row = lanes[span.rank]
+        row.add(span)
 
     def _row(self, rank: int, predicted: bool) -> GanttRow:
         table = self._predicted if predicted else self._measured
@@ -116,8 +140,10 @@ class GanttView(Widget):
         for rank in ranks:
             if self.mode in ("both", "measured") and rank in self._measured:
                 rows.append(self._measured[rank])
+                rows += [self._comm[rank]] if rank in self._comm else []
             if self.mode in ("both", "predicted") and rank in self._predicted:
                 rows.append(self._predicted[rank])
+                rows += [self._comm_predicted[rank]] if rank in self._comm_predicted else []
             if self.mode == "measured" and rank not in self._measured and rank in self._predicted:
                 rows.append(self._predicted[rank])  # nothing measured yet: show the plan
         self.rows = rows

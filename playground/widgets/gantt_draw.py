@@ -40,6 +40,9 @@ MARK_GLYPHS = {
     "resume": ("▶", Style(color="#5FD7FF", bold=True, bgcolor="#000000")),
     "checkpoint": ("◆", Style(color="#D7AF87", bold=True)),
     "lost": ("…", Style(color="#FF8787", bold=True)),
+    # Mixed precision: a step the loss scaler skipped (inf/NaN), a scale that grew.
+    "skip": ("⊘", Style(color="#FF5555", bold=True)),
+    "scale": ("↑", Style(color="#FFD75F", bold=True)),
 }
 
 

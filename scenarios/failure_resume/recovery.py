@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING
 
-from runtime.faults import Fault
+from runtime.faults import Fault, refuse_overflow
 from runtime.restart import RestartReport, is_lost
 from runtime.trace import Timeline
 from scenarios.metrics import Metric
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 def check_faults(params: ResumeParams, faults: list[Fault]) -> None:
     """Faults against this run's steps and checkpoints (ranks are checked when parsed)."""
     steps, saves = params.steps, params.checkpoint_steps
+    refuse_overflow(faults)  # no loss scaler here: it would never fire
     for fault in faults:
         spec = fault.describe()
         if fault.step is not None and not 1 <= fault.step <= steps:

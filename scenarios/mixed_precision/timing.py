@@ -1,0 +1,97 @@
+"""Reading a step's overlap off a timeline, measured or predicted alike.
+
+Lesson 6's measure of DDP's point: how much of the bucket all-reduces ran
+while backward was still computing. Pure functions of Spans (runtime.trace),
+so the same numbers come from the ranks' spans and from the simulator's:
+
+- `step_s`: a step's wall time, from the first rank starting it to the last
+  one finishing (its series' start barrier left out), the median over the
+  steady steps: iteration 0 runs with one bucket (torch 2.13 builds the real
+  buckets after it), so from step 2 on, unless the run has one step;
+- `overlap_fraction`: of the time a rank's communication stream was busy (the
+  union of its all-reduce spans, launch to end), the share inside its backward
+  (first backward span's start to the last one's end), summed over ranks and
+  steady steps;
+- `no_overlap_s`: the step as it would be if every all-reduce ran after
+  backward: compute plus the communication time, per rank, the slowest rank's,
+  median over steady steps.
+
+Pure: runtime's trace types only.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+from runtime.trace import Span, Timeline
+
+COMM = "all_reduce"
+BACKWARD = "B"
+NOT_COMPUTE = frozenset({COMM, "wait", "barrier"})
+
+
+def steps_of(timeline: Timeline, series: str) -> dict[int, list[Span]]:
+    """The series' spans by step, steady steps only (step 1 alone if there is no other)."""
+    by_step: dict[int, list[Span]] = defaultdict(list)
+    for span in timeline.of_series(series):
+        if span.step is not None:
+            by_step[span.step].append(span)
+    steady = {k: v for k, v in by_step.items() if k >= 2}
+    return steady or dict(by_step)
+
+
+def union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for lo, hi in sorted(intervals):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def length(intervals: list[tuple[float, float]]) -> float:
+    return sum(hi - lo for lo, hi in intervals)
+
+
+def step_s(timeline: Timeline, series: str) -> float | None:
+    steps = steps_of(timeline, series)
+    if not steps:
+        return None
+    return statistics.median(
+        max(s.end for s in spans) - min(s.start for s in spans) for spans in steps.values()
+    )
+
+
+def _by_rank(spans: list[Span]) -> dict[int, list[Span]]:
+    out: dict[int, list[Span]] = defaultdict(list)
+    for span in spans:
+        out[span.rank].append(span)
+    return out
+
+
+def overlap_fraction(timeline: Timeline, series: str) -> float | None:
+    hidden = total = 0.0
+    for spans in steps_of(timeline, series).values():
+        for mine in _by_rank(spans).values():
+            comm = union([(s.start, s.end) for s in mine if s.kind == COMM])
+            backward = [s for s in mine if s.kind == BACKWARD]
+            if not comm or not backward:
+                continue
+            lo, hi = min(s.start for s in backward), max(s.end for s in backward)
+            total += length(comm)
+            hidden += sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in comm)
+    return hidden / total if total > 0 else None
+
+
+def no_overlap_s(timeline: Timeline, series: str) -> float | None:
+    per_step = []
+    for spans in steps_of(timeline, series).values():
+        slowest = 0.0
+        for mine in _by_rank(spans).values():
+            compute = sum(s.duration for s in mine if s.kind not in NOT_COMPUTE)
+            comm = length(union([(s.start, s.end) for s in mine if s.kind == COMM]))
+            slowest = max(slowest, compute + comm)
+        per_step.append(slowest)
+    return statistics.median(per_step) if per_step else None
