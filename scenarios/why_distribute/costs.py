@@ -84,7 +84,9 @@ class Problem:
             return 0.0
         key = ("ar", group.start, group.stop, group.step, nbytes)
         if key not in self._cache:
-            action = Action("ar", 0, "all_reduce", bytes=int(nbytes), group=group, algorithm="builtin")  # type: ignore[arg-type]
+            action = Action(
+                "ar", 0, "all_reduce", bytes=int(nbytes), group=group, algorithm="builtin"
+            )  # type: ignore[arg-type]
             self._cache[key] = self.model.collective_time(action)
         return self._cache[key]
 

@@ -144,7 +144,9 @@ def diagnose(
         gpus=max(1, math.ceil(total / gpu_memory)),
         faster=max(1, math.ceil(one_gpu_s / deadline_s)) if deadline_s > 0 else 1,
     )
-    reason = both(f"reason_{pressure}" + ("_wide" if pressure == "memory" and wide else ""), **values)
+    reason = both(
+        f"reason_{pressure}" + ("_wide" if pressure == "memory" and wide else ""), **values
+    )
     inference = inference_bytes(psi, shape, precision, micro)
     return Diagnosis(
         memory, gpu_memory, one_gpu_s, deadline_s, inference, axis, wide, strategy, reason
@@ -152,7 +154,9 @@ def diagnose(
 
 
 def _one_layer(shape: GPTShape) -> GPTShape:
-    return GPTShape(layers=1, hidden=shape.hidden, heads=shape.heads, seq=shape.seq, vocab=shape.vocab)
+    return GPTShape(
+        layers=1, hidden=shape.hidden, heads=shape.heads, seq=shape.seq, vocab=shape.vocab
+    )
 
 
 def _gb(nbytes: float) -> str:

@@ -102,9 +102,7 @@ class Layout:
         return held
 
 
-def training_bytes(
-    psi: float, shape: GPTShape, precision: str, layout: Layout
-) -> dict[str, float]:
+def training_bytes(psi: float, shape: GPTShape, precision: str, layout: Layout) -> dict[str, float]:
     """Bytes on the busiest GPU by category (params, grads, optimizer, activations)."""
     layers = layout.stage_layers(shape.layers)
     local = psi * layers / shape.layers / layout.tp  # this GPU's share before ZeRO

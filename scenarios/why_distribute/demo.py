@@ -1,0 +1,254 @@
+"""Lesson 0's real demonstration as data: its series, its Program, its costs and metrics.
+
+The rank side (scenarios.why_distribute.rank) trains the MiniGPT (fp32, Adam) in
+these series, one after the other on the same ranks, each starting with a
+barrier of every rank (DESIGN.md: one Program, several variants, each Action
+carrying its `series`):
+
+- `alone` (memory): rank 0 alone tries one training step with a per-rank memory
+  cap, enforced by counting its live tensors after every Action; over the cap it
+  refuses, naming the bytes;
+- `zero3` and `fsdp2` (memory): the same global batch on every rank, ZeRO-3 by
+  hand (scenarios.zero.executors) and torch's FSDP2 (scenarios.zero.fsdp2), under
+  the same cap: 16 B/param shared by N ranks now fits;
+- `ddp<n>` and `torch_ddp<n>` for n = 1, 2, 4… up to `ranks` (time): the global
+  batch of `microbatch_size · ranks` sequences split over n ranks, DDP by hand
+  (gradients all-reduced unit by unit by the project's ring) and torch's
+  DistributedDataParallel (its buckets all-reduced inside backward).
+
+The steps of one unit's forward, backward and collectives are the ZeRO lesson's
+(scenarios.zero.lesson.step_plan, plan_action) with cost keys that say the
+batch; the estimates of those costs are that lesson's too (its `estimate`).
+The predicted memory per rank is scenarios.zero.memory's, with the shards' rounding.
+
+Imports: runtime's pure part, the ZeRO lesson's pure modules, the lesson's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from runtime.costmodel import CostModel
+from runtime.program import Action, Program, barriers
+from runtime.trace import Timeline, makespan
+from scenarios.base import RunData
+from scenarios.metrics import CATEGORIES, Metric
+from scenarios.shape import FP32, GPTShape
+from scenarios.why_distribute.phrases import both
+from scenarios.zero import memory as zero_memory
+from scenarios.zero.lesson import STAGES, ZeroParams, plan_action, step_plan
+from scenarios.zero.lesson import estimate as zero_estimate
+
+if TYPE_CHECKING:
+    from scenarios.why_distribute.lesson import WhyParams, WhyResult
+
+# The phases of the narrative steps that have no training of their own: the barriers
+# that open and close the Program carry them.
+OPENING, CLOSING = "reasons", ("links", "cost")
+MEMORY_SERIES = ("alone", "zero3", "fsdp2")
+
+
+def shape(**knobs: int) -> GPTShape:
+    return GPTShape(**knobs)
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    kind: str  # how its steps run: ddp, zero3, fsdp2 (whole-model F/B/opt), torch_ddp
+    members: int  # ranks 0..members-1 take part
+    batch: int  # sequences per rank per step
+    phase: str
+
+
+def series(ranks: int, micro: int) -> list[Series]:
+    out = [
+        Series("alone", "ddp", 1, micro, "footprint"),
+        Series("zero3", "zero3", ranks, micro, "zero3"),
+        Series("fsdp2", "fsdp2", ranks, micro, "fsdp2"),
+    ]
+    n = 1
+    while n <= ranks:
+        per_rank = micro * ranks // n
+        out += [Series(f"ddp{n}", "ddp", n, per_rank, "ddp")]
+        out += [Series(f"torch_ddp{n}", "torch_ddp", n, per_rank, "ddp")]
+        n *= 2
+    return out
+
+
+def units(model: GPTShape) -> list[int]:
+    return zero_memory.unit_numels(ZeroParams(model=model))
+
+
+def cost_key(s: Series, action: Action) -> str | None:
+    """The compute table's key of a unit's (or the whole model's) F or B at this
+    series' batch; Adam's by how many elements it updates."""
+    key = action.cost_key
+    if key is None:
+        return None
+    kind, _, what = key.partition(".")
+    if kind == "opt":
+        return f"opt.shard{s.members}" if s.kind in ("zero3", "fsdp2") else "opt.whole"
+    if s.kind == "torch_ddp" and kind == "B":
+        return f"B.{s.name}"  # torch's bucket all-reduces run inside its backward
+    return f"{kind}.{'whole' if what == 'fsdp2' else what}.b{s.batch}"
+
+
+def build(ranks: int, steps: int, micro: int, model: GPTShape) -> Program:
+    world = tuple(range(ranks))
+    numels = units(model)
+    program = Program(ranks, name="why-distribute")
+    program.extend(barriers("reasons", world, series="plan", phase=OPENING))
+    for s in series(ranks, micro):
+        program.extend(barriers(f"{s.name}/start", world, series=s.name, phase=s.phase))
+        group = tuple(range(s.members))
+        stage = "fsdp2" if s.kind == "torch_ddp" else s.kind
+        plan = step_plan(stage, len(numels))
+        if s.members == 1:
+            plan = [item for item in plan if item[0] in ("F", "B", "opt")]
+        for r in group:
+            for t in range(steps):
+                for item in plan:
+                    action = plan_action(stage, t, r, item, numels, group)
+                    label = action.label.replace("fully_shard", "torch DDP")
+                    program.add(
+                        replace(
+                            action,
+                            id=f"{s.name}/{action.id}",
+                            series=s.name,
+                            phase=s.phase,
+                            label=label if s.kind == "torch_ddp" else action.label,
+                            cost_key=cost_key(s, action),
+                        )
+                    )
+    for phase in CLOSING:
+        program.extend(barriers(phase, world, series="plan", phase=phase))
+    return program
+
+
+def estimate(ranks: int, micro: int, model: GPTShape, costs: CostModel) -> CostModel:
+    """The compute costs of every series before a run, from the ZeRO lesson's estimate at
+    each batch (F and B of each unit, of the whole model; Adam whole or sharded)."""
+    table: dict[str, float] = {}
+    all_series = series(ranks, micro)
+    for batch in {s.batch for s in all_series}:
+        zp = ZeroParams(ranks=ranks, microbatch=batch, model=model, stage=STAGES)
+        base = zero_estimate(zp, replace(costs, compute={})).compute
+        for key, seconds in base.items():
+            kind, _, what = key.partition(".")
+            if kind in ("F", "B"):
+                table[f"{kind}.{'whole' if what == 'fsdp2' else what}.b{batch}"] = seconds
+    rates = zero_estimate(ZeroParams(ranks=ranks, model=model), replace(costs, compute={}))
+    psi = sum(units(model))
+    table["opt.whole"] = rates.compute["opt.ddp"]
+    for s in all_series:
+        if s.kind in ("zero3", "fsdp2"):
+            table[f"opt.shard{s.members}"] = table["opt.whole"] / s.members
+        if s.kind == "torch_ddp":
+            reduce = Action("ar", 0, "all_reduce", bytes=psi * FP32, group=tuple(range(s.members)))
+            comm = costs.collective_time(replace(reduce, algorithm="ring")) if s.members > 1 else 0
+            table[f"B.{s.name}"] = table[f"B.whole.b{s.batch}"] + comm
+    return replace(costs, compute={**costs.compute, **table})
+
+
+# -- memory ---------------------------------------------------------------------------
+def predicted_bytes(s: Series, model: GPTShape) -> dict[str, list[float]]:
+    """Per rank and category at the peak (scenarios.zero.memory, with the shards' rounding)."""
+    zp = ZeroParams(ranks=s.members, microbatch=s.batch, model=model, activations="on")
+    return zero_memory.predicted_rank_bytes(zp, "ddp" if s.kind == "torch_ddp" else s.kind)
+
+
+def predicted_total(s: Series, model: GPTShape) -> float:
+    bars = predicted_bytes(s, model)
+    return max(sum(bars[c][r] for c in CATEGORIES) for r in range(s.members))
+
+
+def auto_cap(ranks: int, micro: int, model: GPTShape) -> int:
+    """Halfway between one rank alone and one rank of `ranks` under ZeRO-3."""
+    by_name = {s.name: s for s in series(ranks, micro)}
+    alone = predicted_total(by_name["alone"], model)
+    shared = max(predicted_total(by_name[k], model) for k in ("zero3", "fsdp2"))
+    return int((alone + shared) / 2)
+
+
+# -- metrics ----------------------------------------------------------------------------
+def metrics(
+    params: WhyParams, predicted: Timeline, run: RunData[WhyResult] | None, cap: int
+) -> list[Metric]:
+    model, steps = params.demo_shape, params.steps
+    results = run.results if run is not None else []
+    out = [
+        Metric("demo_parameters", "count", sum(units(model))),
+        Metric("gpu_memory_cap_bytes", "bytes", cap),
+    ]
+    every = series(params.ranks, params.microbatch_size)
+    for s in every:
+        if s.name not in MEMORY_SERIES:
+            continue
+        bars = predicted_bytes(s, model)
+        mine = [r.peaks.get(s.name) for r in results[: s.members]]
+        for category in CATEGORIES:
+            measured = [m[category] for m in mine if m] or None
+            predicted_bars = bars[category]
+            out.append(
+                Metric("peak_bytes", "bytes", measured, predicted_bars, s.name, category, "rank")
+            )
+        total = predicted_total(s, model)
+        peak = max((r.peak_total.get(s.name, 0) for r in results), default=None)
+        refusals = [r.refused[s.name] for r in results if s.name in r.refused]
+        fits = None if run is None else not refusals and peak is not None and peak <= cap
+        out += [
+            Metric("peak_total_bytes", "bytes", peak if run else None, total, s.name),
+            Metric("fits_gpu_memory", "flag", fits, total <= cap, s.name),
+        ]
+        for refusal in refusals:
+            out.append(Metric("refusal", "text", refusal["en"], series=s.name))
+            out.append(Metric("refusal_es", "text", refusal["es"], series=s.name))
+    out += _timing(params, predicted, run, every, steps)
+    return out
+
+
+def _timing(
+    params: WhyParams,
+    predicted: Timeline,
+    run: RunData[WhyResult] | None,
+    every: list[Series],
+    steps: int,
+) -> list[Metric]:
+    out: list[Metric] = []
+    step_s: dict[str, tuple[float | None, float]] = {}
+    for s in every:
+        guess = makespan(predicted.of_series(s.name)) / steps
+        measured = makespan(run.measured.of_series(s.name)) / steps if run else None
+        step_s[s.name] = (measured, guess)
+        if s.name in MEMORY_SERIES:
+            continue
+        out.append(Metric("step_s", "s", measured, guess, s.name))
+    for s in every:
+        if s.name.startswith(("ddp", "torch_ddp")):
+            kind = "ddp" if s.name.startswith("ddp") else "torch_ddp"
+            one_m, one_p = step_s[f"{kind}1"]
+            here_m, here_p = step_s[s.name]
+            speed = one_m / here_m if one_m and here_m else None
+            out.append(Metric("ddp_speedup", "ratio", speed, one_p / here_p, s.name))
+    if run is not None:
+        for s in every:
+            diffs = [r.param_diff[s.name] for r in run.results if s.name in r.param_diff]
+            if diffs:
+                out.append(
+                    Metric("param_diff_vs_single_process", "diff", max(diffs), series=s.name)
+                )
+        for s in every:
+            if s.kind == "ddp" and s.name != "alone":
+                hand, torch_s = step_s[s.name][0], step_s[f"torch_{s.name}"][0]
+                ratio = hand / torch_s if hand and torch_s else None
+                out.append(Metric("step_vs_torch", "ratio", ratio, series=s.name))
+    return out
+
+
+def refusal_line(rank: int, label: str, held: dict[str, int], cap: int) -> dict[str, str]:
+    """The refusal, in both languages: what was held, by category, against the cap."""
+    parts = " + ".join(f"{k} {v:,}" for k, v in held.items() if v)
+    values: dict[str, Any] = dict(rank=rank, at=label, total=f"{sum(held.values()):,}")
+    return both("refusal", **values, parts=parts, cap=f"{cap:,}")
