@@ -33,7 +33,7 @@ from runtime.costmodel import CostModel
 from runtime.program import Action, Program, barriers
 from runtime.trace import Timeline, makespan
 from scenarios.base import RunData
-from scenarios.metrics import CATEGORIES, Metric
+from scenarios.metrics import CATEGORIES, Metric, find
 from scenarios.shape import FP32, GPTShape
 from scenarios.why_distribute.phrases import both
 from scenarios.zero import memory as zero_memory
@@ -205,6 +205,10 @@ def metrics(
         for refusal in refusals:
             out.append(Metric("refusal", "text", refusal["en"], series=s.name))
             out.append(Metric("refusal_es", "text", refusal["es"], series=s.name))
+    peaks = {k: find(out, "peak_total_bytes", k) for k in ("zero3", "fsdp2")}
+    if run is not None and all(p is not None and p.value for p in peaks.values()):
+        ratio = peaks["zero3"].value / peaks["fsdp2"].value  # type: ignore[union-attr,operator]
+        out.append(Metric("peak_vs_fsdp2", "ratio", ratio, series="zero3"))
     out += _timing(params, predicted, run, every, steps)
     return out
 
