@@ -150,6 +150,15 @@ def knob_value(name: str, knob: Knob) -> st.SearchStrategy[tuple[str, bool | Non
             st.sampled_from([(",", True), ("", True)]),
             bad_garbage.filter(lambda pair: not choices_ok(pair[0], knob.choices)),
         )
+    if kind == "float":
+        lo, hi = low if low is not None else 0.0, high if high is not None else 1e6
+        return st.one_of(
+            st.floats(lo, hi).map(lambda x: (f"{x:g}", False)),
+            st.sampled_from([(f"{lo:g}", False), (f"{hi:g}", False), ("0.35", None)]),
+            st.sampled_from([("nan", True), ("inf", True), ("1e400", True), ("1,5", True)]),
+            st.just((f"{hi * 2 + 1:g}", True)),
+            bad_garbage,
+        )
     assert kind == "count", kind
     return st.one_of(
         st.sampled_from([("auto", False), ("7B", False), ("125M", False), ("7e9", False)]),

@@ -49,7 +49,7 @@ from scenarios.why_distribute.footprint import Layout, training_bytes
 
 PP_MAX = 64
 SIMULATE_TOP = 8
-SIMULATED_ACTIONS = 40_000
+SIMULATED_ACTIONS = 12_000
 PIPELINE_ZERO = ("ddp", "zero1")  # ZeRO-2/3 shard what a pipeline's microbatches reuse
 
 
