@@ -174,7 +174,8 @@ def cap(params: WhyParams) -> int:
 
 
 def curves(params: WhyParams) -> list[Curve]:
-    return [report.ddp_scaling(params)]
+    plans = report.time_vs_cost(params)
+    return [report.ddp_scaling(params), *([plans] if plans is not None else [])]
 
 
 RANK_ENTRY = "scenarios.why_distribute.rank:run_rank"  # torch: never imported here

@@ -247,3 +247,22 @@ def ddp_scaling(params: WhyParams) -> Curve:
         y_unit="ratio",
         log_x=True,
     )
+
+
+def time_vs_cost(params: WhyParams) -> Curve | None:
+    """Every plan kept (one per DP × TP × PP shape): its cost against its training days,
+    cheapest first at each number of days; the recommended one marked."""
+    plans = planning(params)
+    if plans.recommended is None:
+        return None
+    ordered = sorted(plans.by_time, key=lambda p: (p.train_days, p.cost_usd))
+    return Curve(
+        title=f"Plans on {params.gpu}: cost against training time",
+        x_label="training days",
+        y_label="cost ($)",
+        x=[p.train_days for p in ordered],
+        lines={"cost": [p.cost_usd for p in ordered]},
+        marks={f"recommended: {plans.recommended.name}": plans.recommended.train_days},
+        y_unit="number",
+        log_x=True,
+    )
