@@ -49,10 +49,6 @@ OPENING, CLOSING = "reasons", ("links", "cost")
 MEMORY_SERIES = ("alone", "zero3", "fsdp2")
 
 
-def shape(**knobs: int) -> GPTShape:
-    return GPTShape(**knobs)
-
-
 @dataclass(frozen=True)
 class Series:
     name: str

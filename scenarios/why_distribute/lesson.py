@@ -21,7 +21,7 @@ Imports: runtime's pure part, the lesson contract and the lesson's modules.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from runtime import formulas
 from runtime.costmodel import CostModel
@@ -40,20 +40,22 @@ from scenarios.params import (
     number,
     size,
 )
+from scenarios.shape import GPTShape
 from scenarios.texts import load_texts
 from scenarios.why_distribute import demo, report
+from scenarios.why_distribute.footprint import shape_for
 from scenarios.why_distribute.gpus import GPUS
 
 DAY = 86400.0
 # The MiniGPT the real demonstration trains (fp32, Adam): big enough that its training
 # state, not its activations, is what the cap refuses; small enough for 2 cores.
-DEMO_SHAPE = dict(layers=2, hidden=64, heads=4, seq=16, vocab=64)
+DEMO_SHAPE: dict[str, int] = dict(layers=2, hidden=64, heads=4, seq=16, vocab=64)
 
 
 # -- parameters -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class WhyParams(Params):
-    params: int | str = count("auto")
+    params: int | str = count("auto", maximum=10**13)
     tokens: int | str = count("auto")
     deadline: float = duration(30 * DAY, minimum=1.0)
     gpu: str = choice("a100-80gb", tuple(GPUS))
@@ -84,22 +86,17 @@ class WhyParams(Params):
                 "gpus",
                 f"gpus={self.gpus}: must be whole nodes of gpus_per_node={self.gpus_per_node}",
             )
-        if self.psi > 1e13:
-            raise ParamError("params", f"params={self.psi:g}: at most 10T")
         if self.global_batch and self.global_batch < self.microbatch_size:
             raise ParamError(
                 "global_batch",
                 f"global_batch={self.global_batch}: at least microbatch_size="
                 f"{self.microbatch_size} (or 0: auto)",
             )
-        shape = self.shape
-        if shape.heads and shape.hidden % shape.heads:
-            raise ParamError("params", f"params={self.psi:g}: no shape found for it")
 
     # -- what the params mean -------------------------------------------------------------
     @property
-    def demo_shape(self):  # noqa: ANN201 (a GPTShape; scenarios.shape)
-        return demo.shape(**DEMO_SHAPE)
+    def demo_shape(self) -> GPTShape:
+        return GPTShape(**DEMO_SHAPE)
 
     @property
     def psi(self) -> int:
@@ -107,13 +104,13 @@ class WhyParams(Params):
         return self.demo_shape.parameters if self.params == "auto" else int(self.params)
 
     @property
-    def shape(self):  # noqa: ANN201
+    def shape(self) -> GPTShape:
         """The planned model's shape: the MiniGPT's for `auto`, else a published or
         derived one (footprint.shape_for) at `seq` tokens (auto: 2048)."""
         if self.params == "auto":
             base = self.demo_shape
-            return base if not self.seq else demo.shape(**{**DEMO_SHAPE, "seq": self.seq})
-        return report.shape_for(self.psi, self.seq or 2048)
+            return base if not self.seq else replace(base, seq=self.seq)
+        return shape_for(self.psi, self.seq or 2048)
 
     @property
     def total_tokens(self) -> float:

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 from runtime import formulas
 from runtime.program import Action
 from scenarios.metrics import Curve, Metric
-from scenarios.shape import GPTShape
 from scenarios.why_distribute import footprint, planner
 from scenarios.why_distribute.budget import Estimate, Verdict, sentence
 from scenarios.why_distribute.costs import Problem
@@ -36,10 +35,6 @@ if TYPE_CHECKING:
     from scenarios.why_distribute.lesson import WhyParams
 
 LANGUAGES = ("en", "es")
-
-
-def shape_for(psi: int, seq: int) -> GPTShape:
-    return footprint.shape_for(psi, seq)
 
 
 def price(params: WhyParams) -> float:
