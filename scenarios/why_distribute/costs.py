@@ -110,6 +110,14 @@ class LayerCosts:
 
 
 def layer_costs(problem: Problem, layout: Layout) -> LayerCosts:
+    """Cached per (t, b, recomputation): thousands of layouts share a few of them."""
+    key = ("layer", layout.tp, layout.micro, layout.recompute)
+    if key not in problem._cache:
+        problem._cache[key] = _layer_costs(problem, layout)
+    return problem._cache[key]
+
+
+def _layer_costs(problem: Problem, layout: Layout) -> LayerCosts:
     shape, rates, t = problem.shape, problem.rates, layout.tp
     tokens = layout.micro * shape.seq
     attention = 4 * shape.seq * shape.hidden * tokens / t
@@ -143,7 +151,10 @@ def pipeline_model(problem: Problem, layout: Layout) -> CostModel:
     """The profile's links as the p pipeline ranks see them: stage s sits on global rank
     s·t, so G/t consecutive stages share a node (one when a TP group fills a node)."""
     per_node = max(1, problem.per_node // layout.tp) if layout.tp <= problem.per_node else 1
-    return replace(problem.model, ranks_per_node=per_node)
+    key = ("pipeline_model", per_node)
+    if key not in problem._cache:
+        problem._cache[key] = replace(problem.model, ranks_per_node=per_node)
+    return problem._cache[key]
 
 
 def p2p_seconds(problem: Problem, layout: Layout) -> float:

@@ -240,9 +240,10 @@ def plan(problem: Problem, *, keep_top: int = SIMULATE_TOP) -> Planning:
     tried = fitting = 0
     for layout in layouts(problem):
         tried += 1
+        memory = training_bytes(problem.psi, problem.shape, problem.precision, layout)
+        if sum(memory.values()) > problem.gpu.memory_bytes:
+            continue  # only a layout that fits is worth costing
         candidate = evaluate(problem, layout)
-        if not candidate.fits:
-            continue
         fitting += 1
         known = best.get(candidate.shape_key)
         if known is None or candidate.step_s < known.step_s:
