@@ -191,11 +191,11 @@ def metrics(
                 Metric("peak_bytes", "bytes", measured, predicted_bars, s.name, category, "rank")
             )
         total = predicted_total(s, model)
-        peak = max((r.peak_total.get(s.name, 0) for r in results), default=None)
+        peak = max((r.peak_total[s.name] for r in results if s.name in r.peak_total), default=None)
         refusals = [r.refused[s.name] for r in results if s.name in r.refused]
         fits = None if run is None else not refusals and peak is not None and peak <= cap
         out += [
-            Metric("peak_total_bytes", "bytes", peak if run else None, total, s.name),
+            Metric("peak_total_bytes", "bytes", peak, total, s.name),
             Metric("fits_gpu_memory", "flag", fits, total <= cap, s.name),
         ]
         for refusal in refusals:

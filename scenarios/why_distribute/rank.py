@@ -97,7 +97,8 @@ def run_rank(ctx: RankContext[WhyParams]) -> WhyResult:
                     costs[action.cost_key].append(time.process_time() - start)
             except MemoryCapExceeded as exc:
                 state["refused"] = True
-                refused[s.name] = demo.refusal_line(rank, action.label, exc.held, exc.cap)
+                at = action.label if state["executor"] is not None else "init"  # its state alone
+                refused[s.name] = demo.refusal_line(rank, at, exc.held, exc.cap)
 
         ctx.execute(actions, handle)
         executor = state["executor"]
