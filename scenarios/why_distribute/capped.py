@@ -99,5 +99,7 @@ class TorchDDP:
             self.loss.backward()
         elif action.kind == "opt":
             self.optimizer.step()
+        elif action.kind == "all_reduce":
+            pass  # its buckets were all-reduced inside backward (the Program says so)
         else:
             raise ValueError(f"TorchDDP cannot run a {action.kind!r} action")
