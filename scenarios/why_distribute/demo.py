@@ -250,6 +250,8 @@ def _timing(
             speed = one_m / here_m if one_m and here_m else None
             out.append(Metric("ddp_speedup", "ratio", speed, one_p / here_p, s.name))
     if run is not None:
+        cores = max((r.cpu_cores for r in run.results), default=0)
+        out.append(Metric("cpu_cores", "count", cores or None))
         for s in every:
             diffs = [r.param_diff[s.name] for r in run.results if s.name in r.param_diff]
             if diffs:

@@ -137,6 +137,7 @@ class WhyResult(RankResult):
     peak_total: dict[str, int]
     refused: dict[str, dict[str, str]]  # series -> language -> the line saying why
     param_diff: dict[str, float]
+    cpu_cores: int = 0  # the cores this rank may run on: 4 ranks on 2 cores cannot speed up
 
 
 # -- narrative: title, summary, params' help and the steps, in Spanish and English ------

@@ -22,6 +22,7 @@ Engine part: imports torch (rank processes only; the UI never imports this).
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections import defaultdict
@@ -114,6 +115,7 @@ def run_rank(ctx: RankContext[WhyParams]) -> WhyResult:
         peak_total=peak_total,
         refused=refused,
         param_diff=diffs,
+        cpu_cores=len(os.sched_getaffinity(0)),
         compute_costs={key: statistics.median(values) for key, values in costs.items()},
     )
 

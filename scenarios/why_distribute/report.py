@@ -97,6 +97,8 @@ def diagnosis_metrics(params: WhyParams) -> list[Metric]:
         Metric("training_tokens", "count", int(params.total_tokens)),
         Metric("gpu", "text", params.gpu),
         Metric("gpu_memory_bytes", "bytes", d.gpu_memory),
+        Metric("peak_tflops", "number", problem(params).gpu.peak_flops / 1e12),
+        Metric("achieved_tflops", "number", problem(params).achieved_flops / 1e12),
     ]
     for category, nbytes in d.memory.items():
         out.append(Metric("memory_per_gpu_bytes", "bytes", nbytes, None, "one_gpu", category))
