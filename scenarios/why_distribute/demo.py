@@ -78,17 +78,19 @@ def units(model: GPTShape) -> list[int]:
 
 
 def cost_key(s: Series, action: Action) -> str | None:
-    """The compute table's key of a unit's (or the whole model's) F or B at this
-    series' batch; Adam's by how many elements it updates."""
+    """The compute table's key of a unit's F or B at this series' batch; FSDP2's and torch
+    DDP's whole-model F and B by series (their collectives and hooks run inside them);
+    Adam's by how many elements it updates (FSDP2's over DTensors, its own)."""
     key = action.cost_key
     if key is None:
         return None
     kind, _, what = key.partition(".")
     if kind == "opt":
-        return f"opt.shard{s.members}" if s.kind in ("zero3", "fsdp2") else "opt.whole"
-    if s.kind == "torch_ddp" and kind == "B":
-        return f"B.{s.name}"  # its reducer's hooks run inside its backward
-    return f"{kind}.{'whole' if what == 'fsdp2' else what}.b{s.batch}"
+        sharded = {"zero3": f"opt.shard{s.members}", "fsdp2": f"opt.fsdp2x{s.members}"}
+        return sharded.get(s.kind, "opt.whole")
+    if s.kind in ("fsdp2", "torch_ddp"):
+        return f"{kind}.{s.name}.b{s.batch}"
+    return f"{kind}.{what}.b{s.batch}"
 
 
 def build(ranks: int, steps: int, micro: int, model: GPTShape) -> Program:
@@ -145,23 +147,26 @@ def _bucket_all_reduce(s: Series, t: int, rank: int, nbytes: int, group: tuple) 
 
 def estimate(ranks: int, micro: int, model: GPTShape, costs: CostModel) -> CostModel:
     """The compute costs of every series before a run, from the ZeRO lesson's estimate at
-    each batch (F and B of each unit, of the whole model; Adam whole or sharded)."""
+    each batch: each unit's F and B; FSDP2's whole-model F, B and Adam as that lesson
+    costs them (its gathers inside); torch DDP's F and B the units' sum (its all-reduce
+    is an Action of its own, _bucket_all_reduce); Adam whole or sharded."""
     table: dict[str, float] = {}
-    all_series = series(ranks, micro)
-    for batch in {s.batch for s in all_series}:
-        zp = ZeroParams(ranks=ranks, microbatch=batch, model=model, stage=STAGES)
+    numels = units(model)
+    for s in series(ranks, micro):
+        zp = ZeroParams(ranks=s.members, microbatch=s.batch, model=model, stage=STAGES)
         base = zero_estimate(zp, replace(costs, compute={})).compute
-        for key, seconds in base.items():
-            kind, _, what = key.partition(".")
-            if kind in ("F", "B"):
-                table[f"{kind}.{'whole' if what == 'fsdp2' else what}.b{batch}"] = seconds
-    rates = zero_estimate(ZeroParams(ranks=ranks, model=model), replace(costs, compute={}))
-    table["opt.whole"] = rates.compute["opt.ddp"]
-    for s in all_series:
-        if s.kind in ("zero3", "fsdp2"):
-            table[f"opt.shard{s.members}"] = table["opt.whole"] / s.members
-        if s.kind == "torch_ddp":  # its all-reduce is an Action of its own (_bucket_all_reduce)
-            table[f"B.{s.name}"] = table[f"B.whole.b{s.batch}"]
+        for kind in ("F", "B"):
+            each = {f"{kind}.u{u}.b{s.batch}": base[f"{kind}.u{u}"] for u in range(len(numels))}
+            table |= each
+            if s.kind == "fsdp2":
+                table[f"{kind}.{s.name}.b{s.batch}"] = base[f"{kind}.fsdp2"]
+            elif s.kind == "torch_ddp":
+                table[f"{kind}.{s.name}.b{s.batch}"] = sum(each.values())
+        table["opt.whole"] = base["opt.ddp"]
+        if s.kind == "zero3":
+            table[f"opt.shard{s.members}"] = base["opt.zero3"]
+        if s.kind == "fsdp2":
+            table[f"opt.fsdp2x{s.members}"] = base["opt.fsdp2"]
     return replace(costs, compute={**costs.compute, **table})
 
 
