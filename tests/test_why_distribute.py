@@ -51,19 +51,20 @@ def test_7b_in_fp32_does_not_fit_an_a100_and_names_memory_pressure():
     assert states["params"] == states["grads"] == 28 * GB and states["optimizer"] == 56 * GB
     assert states["params"] + states["grads"] + states["optimizer"] == 112 * GB  # 16 B/param
     assert value(m, "fits_one_gpu") is False
-    # Chinchilla's 140B tokens would also take 545 days on one A100: both pressures.
-    assert value(m, "pressure") == "both" and "112 GB of state" in value(m, "reason")
-    # with few tokens only memory is left
-    m = predict(params="7B", gpu="a100-80gb", precision="fp32", tokens="1B")
-    assert value(m, "pressure") == "memory"
     # weights and grads (56 GB) fit; Adam's 56 GB more do not: shard the optimizer
-    assert value(m, "strategy") == "ZeRO-1" and "112 GB" in value(m, "reason")
+    assert value(m, "pressure") == "memory" and value(m, "strategy") == "ZeRO-1"
+    assert "112 GB of state" in value(m, "reason") and value(m, "deadline_days") is None
+    # with a 30-day deadline Chinchilla's 140B tokens (545 days on one A100) press too
+    m = predict(params="7B", gpu="a100-80gb", precision="fp32", deadline="720h")
+    assert value(m, "pressure") == "both" and "545 days" in value(m, "reason")
+    assert value(m, "strategy").startswith("3D")
 
 
 def test_a_400k_model_fits_and_only_time_could_justify_distributing():
     m = predict(params="400k", gpu="a100-80gb", precision="fp32")
     assert value(m, "fits_one_gpu") is True and value(m, "pressure") == "none"
     assert "only time could justify it" in value(m, "reason")
+    assert "no deadline given" in value(m, "reason")
     assert "solo el tiempo" in value(m, "reason_es")
     # the same model with a deadline too short for one GPU: time pressure, DDP
     m = predict(params="400k", gpu="a100-80gb", tokens="1e15", deadline="1h")

@@ -144,9 +144,10 @@ def diagnose(
         gpus=max(1, math.ceil(total / gpu_memory)),
         faster=max(1, math.ceil(one_gpu_s / deadline_s)) if deadline_s > 0 else 1,
     )
-    reason = both(
-        f"reason_{pressure}" + ("_wide" if pressure == "memory" and wide else ""), **values
-    )
+    key = f"reason_{pressure}" + ("_wide" if pressure == "memory" and wide else "")
+    if pressure == "none" and not math.isfinite(deadline_s):
+        key = "reason_none_open"  # no deadline given: nothing to be late for
+    reason = both(key, **values)
     inference = inference_bytes(psi, shape, precision, micro)
     return Diagnosis(
         memory, gpu_memory, one_gpu_s, deadline_s, inference, axis, wide, strategy, reason

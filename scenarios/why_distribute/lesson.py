@@ -21,6 +21,7 @@ Imports: runtime's pure part, the lesson contract and the lesson's modules.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from runtime import formulas
@@ -46,7 +47,6 @@ from scenarios.why_distribute import demo, report
 from scenarios.why_distribute.footprint import shape_for
 from scenarios.why_distribute.gpus import GPUS
 
-DAY = 86400.0
 # The MiniGPT the real demonstration trains (fp32, Adam): big enough that its training
 # state, not its activations, is what the cap refuses; small enough for 2 cores.
 DEMO_SHAPE: dict[str, int] = dict(layers=2, hidden=64, heads=4, seq=16, vocab=64)
@@ -57,7 +57,7 @@ DEMO_SHAPE: dict[str, int] = dict(layers=2, hidden=64, heads=4, seq=16, vocab=64
 class WhyParams(Params):
     params: int | str = count("auto", maximum=10**13)
     tokens: int | str = count("auto")
-    deadline: float = duration(30 * DAY, minimum=1.0)
+    deadline: float = duration(0.0, minimum=0.0)  # 0: none given, so only memory can press
     gpu: str = choice("a100-80gb", tuple(GPUS))
     gpus: int = integer(8, 1, 1 << 16)
     gpus_per_node: int = integer(8, 1, 64)
@@ -111,6 +111,11 @@ class WhyParams(Params):
             base = self.demo_shape
             return base if not self.seq else replace(base, seq=self.seq)
         return shape_for(self.psi, self.seq or 2048)
+
+    @property
+    def deadline_s(self) -> float:
+        """The deadline in seconds; without one (0), time never presses."""
+        return self.deadline or math.inf
 
     @property
     def total_tokens(self) -> float:

@@ -65,7 +65,7 @@ def _problem(params: WhyParams) -> Problem:
         price=price(params),
         setup_hours=params.setup / 3600,
         margin=params.margin,
-        deadline_s=params.deadline,
+        deadline_s=params.deadline_s,
     )
 
 
@@ -106,7 +106,7 @@ def diagnosis_metrics(params: WhyParams) -> list[Metric]:
         Metric("state_bytes_per_param", "number", _per_param(params)),
         Metric("fits_one_gpu", "flag", d.fits),
         Metric("one_gpu_days", "number", d.one_gpu_s / 86400),
-        Metric("deadline_days", "number", d.deadline_s / 86400),
+        Metric("deadline_days", "number", d.deadline_s / 86400 if params.deadline else None),
         Metric("pressure", "text", d.pressure),
         Metric("strategy", "text", d.strategy),
         Metric("reason", "text", d.reason["en"]),
