@@ -254,7 +254,7 @@ def plan(problem: Problem, *, keep_top: int = SIMULATE_TOP) -> Planning:
     ranked = _by_time(plans)[:keep_top] + _by_cost(plans)[:keep_top]
     recommended = _recommend(problem, plans)
     if recommended is not None:
-        ranked.append(recommended)
+        ranked.insert(0, recommended)  # the plan the lesson prices is simulated first
     for candidate in ranked:
         key = candidate.shape_key
         if key in chosen or simulation_size(candidate.layout) > budget:
