@@ -36,6 +36,9 @@ COMMANDS = [
     "pipeline -p schedule=interleaved -p stages=64 -p microbatches=256 -p chunks=4 -p layers=256",
     "ring-allreduce --ranks 4096 -p repeat=50",
     "ring-allreduce --ranks 64 -p repeat=50",
+    "why-distribute -p params=70B -p gpus=64 -p gpus_per_node=8 -p gpu=h100-80gb",
+    "why-distribute -p params=1T -p gpus=65536",
+    "why-distribute -p params=175B -p gpus=65536 -p global_batch=16777216",
 ]
 
 

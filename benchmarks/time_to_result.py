@@ -41,6 +41,7 @@ CASES = [
     ("zero", "zero", {}),
     ("pipeline", "pipeline", {}),
     ("failure-resume", "failure-resume", {}),
+    ("why-distribute", "why-distribute", {}),
 ]
 
 

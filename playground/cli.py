@@ -28,6 +28,8 @@ import os
 import sys
 from typing import NoReturn
 
+from playground.budget import add_parser as add_budget_parser
+from playground.budget import cmd_budget
 from playground.formatting import plain
 from playground.i18n import t
 from playground.report import check_outputs, report, report_calibration
@@ -148,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
     p.add_argument("--json", action="store_true")
+    add_budget_parser(sub)  # lesson 0's budget guard: playground.budget
     return parser
 
 
@@ -308,6 +311,7 @@ COMMANDS = {
     "replay": cmd_replay,
     "show": cmd_show,
     "calibrate": cmd_calibrate,
+    "budget": cmd_budget,
 }
 
 

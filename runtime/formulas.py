@@ -189,3 +189,26 @@ def transformer_activation_bytes_per_layer(seq: int, micro: int, hidden: int, he
     """Ultra-Scale Playbook / Korthikanti et al.: s·b·h·(34 + 5·a·s/h) bytes per layer
     in 16-bit, no recomputation, no tensor parallelism."""
     return seq * micro * hidden * (34 + 5 * heads * seq / hidden)
+
+
+# Recomputation choices of Korthikanti et al. 2022: none, selective (the attention
+# scores and softmax are recomputed in backward), full (only each layer's input is kept).
+RECOMPUTE = ("none", "selective", "full")
+
+
+def transformer_activation_bytes_per_layer_tp(
+    seq: int, micro: int, hidden: int, heads: int, tp: int = 1, recompute: str = "none"
+) -> float:
+    """Bytes one layer keeps for backward, 16-bit, under tensor parallelism of degree t
+    with sequence parallelism (Korthikanti et al. 2022, Table 2; Megatron's
+    `theoretical_memory_usage.py`): none s·b·h·(34/t + 5as/(ht)); selective 34·s·b·h/t;
+    full 2·s·b·h/t (the layer's input, sharded along the sequence). At t = 1 "none" is
+    `transformer_activation_bytes_per_layer`."""
+    sbh = seq * micro * hidden
+    if recompute == "none":
+        return sbh * (34 / tp + 5 * heads * seq / (hidden * tp))
+    if recompute == "selective":
+        return sbh * 34 / tp
+    if recompute == "full":
+        return sbh * 2 / tp
+    raise KeyError(recompute)

@@ -22,7 +22,9 @@
   - `rtx4090-pcie`: NVIDIA Ada (AD102) whitepaper: no NVLink and no P2P, so
     traffic goes over PCIe 4.0 x16 (32 GB/s per direction peak, about 25 GB/s
     achieved) through the host; GDDR6X 1.008 TB/s; 165 TFLOP/s dense FP16
-    tensor (82.6 with FP32 accumulate, used here).
+    tensor (82.6 with FP32 accumulate, used here). Between hosts (used only where a
+    caller sets `ranks_per_node`): 10 Gb/s Ethernet, an assumption for consumer-GPU
+    cloud hosts, which have no InfiniBand.
 
 A reduction reads two buffers and writes one, so gamma ≈ 3 / memory bandwidth
 on accelerators. Compute (runtime.compute.gpu): matmuls at an assumed 40% of the
@@ -103,6 +105,11 @@ PROFILES: dict[str, CostModel] = {
         alpha=10e-6,
         beta=1 / 25e9,
         gamma=3 / 1.008e12,
+        # Between hosts (only when a caller says how many GPUs a node holds, e.g. the
+        # why-distribute planner): consumer-GPU cloud hosts have no InfiniBand, so
+        # 10 Gb/s Ethernet (1.25 GB/s) with TCP's tens of microseconds is assumed.
+        inter_alpha=50e-6,
+        inter_beta=1 / 1.25e9,
         flops_per_s=82.6e12,
         rates=gpu(
             82.6e12,

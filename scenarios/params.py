@@ -184,6 +184,11 @@ MAX_SIZE = 512 * 2**40
 MAX_DURATION = 100_000 * 3600.0
 
 
+def number(default: float, minimum: float | None = None, maximum: float | None = None) -> Any:
+    """A real number (a price in dollars, TFLOP/s, a safety margin): 0.35, 1.5, 312."""
+    return _knob("float", default, minimum=minimum, maximum=maximum)
+
+
 def size(
     default: int,
     minimum: int = 0,

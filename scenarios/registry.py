@@ -18,24 +18,15 @@ from scenarios.failure_resume.lesson import LESSON as FAILURE_RESUME
 from scenarios.mixed_precision.lesson import LESSON as MIXED_PRECISION
 from scenarios.pipeline.lesson import LESSON as PIPELINE
 from scenarios.ring_allreduce.lesson import LESSON as RING_ALLREDUCE
+from scenarios.why_distribute.lesson import LESSON as WHY_DISTRIBUTE
 from scenarios.zero.lesson import LESSON as ZERO
 
 LESSONS: dict[str, Lesson] = {
     lesson.name: lesson
-    for lesson in (RING_ALLREDUCE, ZERO, PIPELINE, FAILURE_RESUME, MIXED_PRECISION)
+    for lesson in (WHY_DISTRIBUTE, RING_ALLREDUCE, ZERO, PIPELINE, FAILURE_RESUME, MIXED_PRECISION)
 }
 
 PLANNED = (
-    LessonInfo(
-        0,
-        "why-distribute",
-        {"es": "¿Por qué distribuir?", "en": "Why distribute at all"},
-        {
-            "es": "Presión de memoria o de tiempo, y el coste de un experimento en la nube.",
-            "en": "Memory pressure vs time pressure, and the cost of a cloud experiment.",
-        },
-        False,
-    ),
     LessonInfo(
         4,
         "tensor-parallel",

@@ -151,9 +151,20 @@ def knob_value(name: str, knob: Knob) -> st.SearchStrategy[tuple[str, bool | Non
             bad_garbage.filter(lambda pair: not choices_ok(pair[0], knob.choices)),
         )
     if kind == "float":
+        if low is None and high is None:  # any finite number (mixed-precision's `value`)
+            return st.one_of(
+                st.floats(-1e300, 1e300, allow_nan=False).map(lambda x: (repr(x), False)),
+                st.sampled_from(
+                    [("1e-5", False), ("65504", False), ("1e400", True), ("-1e400", True)]
+                ),
+                bad_garbage,
+            )
+        lo, hi = low if low is not None else 0.0, high if high is not None else 1e6
         return st.one_of(
-            st.floats(-1e300, 1e300, allow_nan=False).map(lambda x: (repr(x), False)),
-            st.sampled_from([("1e-5", False), ("65504", False), ("1e400", True), ("-1e400", True)]),
+            st.floats(lo, hi).map(lambda x: (f"{x:g}", False)),
+            st.sampled_from([(f"{lo:g}", False), (f"{hi:g}", False), ("0.35", None)]),
+            st.sampled_from([("nan", True), ("inf", True), ("1e400", True), ("1,5", True)]),
+            st.just((f"{hi * 2 + 1:g}", True)),
             bad_garbage,
         )
     assert kind == "count", kind

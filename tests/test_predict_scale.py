@@ -268,6 +268,7 @@ NOISE = ["", "abc", "-1", "0", "1e400", "-1e400", "nan", "inf", "1e308", "1.5", 
 LARGEST = {
     "ring-allreduce": {"ranks": "4096", "repeat": "50", "size": "1TiB"},
     "zero": {"ranks": "1048576", "params": "1000T", "layers": "4096", "steps": "5"},
+    "why-distribute": {"params": "10T", "gpus": "65536", "gpus_per_node": "64", "top": "64"},
     "failure-resume": {"steps": "1000000", "ranks": "64", "microbatches": "64"},
     "mixed-precision": {
         "ranks": "1048576",
@@ -309,6 +310,8 @@ def knob_values(knob: Knob, noisy: bool) -> st.SearchStrategy[str]:
         return st.one_of(inside, at, noise) if noisy else st.one_of(inside, at)
     unit = {"bytes": ["", "KiB", "MiB", "GiB", "TiB"], "duration": ["s", "ms", "min", "h"]}
     number = st.floats(0, float(top) * (2 if noisy else 1), allow_nan=False)
+    if knob.kind == "float":  # a plain number, no unit
+        return st.one_of(number.map(lambda v: f"{v:g}"), *([noise] if noisy else []))
     typed = st.tuples(number.map(lambda v: f"{v:g}"), st.sampled_from(unit[knob.kind]))
     at = st.sampled_from([f"{v:g}" for v in near])
     return st.one_of(typed.map("".join), at, *([noise] if noisy else []))

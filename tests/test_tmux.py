@@ -86,7 +86,7 @@ def test_learner_path_through_lesson_one(tmp_path: Path) -> None:
     tmux = Tmux(command, env)
     try:
         tmux.wait_for("Lesson 1")
-        tmux.keys("Enter")  # the cursor starts on lesson 1, the first one built
+        tmux.keys("Down", "Enter")  # the cursor starts on lesson 0; lesson 1 is next
         tmux.wait_for("Timeline")
         tmux.wait_for("Predicted by")
         tmux.keys("r")
@@ -130,7 +130,7 @@ def test_a_signal_ends_the_app_and_its_warm_ranks(tmp_path: Path, sig: str) -> N
     tmux = Tmux(command, env)
     try:
         tmux.wait_for("Lesson 1")
-        tmux.keys("Enter")
+        tmux.keys("Down", "Enter")  # lesson 1, ring-allreduce: a quick run on 4 ranks
         tmux.wait_for("Predicted by")
         tmux.keys("r")
         tmux.wait_for("Done:", timeout=120)

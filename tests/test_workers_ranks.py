@@ -173,7 +173,7 @@ def test_in_tmux_the_workers_tab_updates_and_marks_the_straggler(tmp_path) -> No
     tmux = Tmux(command, env, width=150, height=45)
     try:
         tmux.wait_for("Lesson 1")
-        tmux.keys("Down", "Enter")  # lesson 2, zero
+        tmux.keys("Down", "Down", "Enter")  # lesson 2, zero
         tmux.wait_for("ZeRO")
         tmux.keys("w", "r")
         tmux.wait_for("live:", timeout=120)

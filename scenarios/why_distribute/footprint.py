@@ -1,0 +1,149 @@
+"""Where a model's memory goes on one GPU, and how long one GPU takes to train it.
+
+Lesson 0's arithmetic, from shared/REFERENCES.md ("Why distribute", "Data
+parallel and ZeRO", "Tensor parallel", "Distributed inference"), each formula
+taken from runtime.formulas:
+
+- the model's shape for Ψ parameters, when only Ψ is given (`shape_for`);
+- bytes per GPU by category: params, grads and optimizer states (the ZeRO paper's
+  16 B/param with Adam, in fp32 or mixed precision, sharded by the ZeRO stage over
+  the data-parallel ranks, split by TP and PP), activations (Korthikanti et al.'s
+  bytes per layer under TP with sequence parallelism and the chosen recomputation,
+  times the layers a stage holds and the microbatches in flight);
+- inference: the weights and the KV cache of `seq` tokens;
+- training time on one GPU: 6·T·Ψ FLOPs (8·T·Ψ with full recomputation) over the
+  achieved FLOP/s (Narayanan et al. 2021).
+
+Imports: runtime's pure part and the shared MiniGPT shape type.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from runtime import formulas
+from scenarios.shape import GPTShape
+
+# Below this many parameters a derived shape keeps the MiniGPT's vocabulary (64); at
+# and above it, Llama's 32,000 (a tiny model with a 32k vocabulary would be all embedding).
+LARGE_MODEL = 100_000_000
+LARGE_VOCAB = 32_000
+SMALL_VOCAB = 64
+
+
+# Published shapes (layers, hidden, heads) a learner means by "7B" or "70B": Llama 2
+# (Touvron et al. 2023, Table 1 and its model card), GPT-3 175B (Brown et al. 2020,
+# Table 2.1) and Megatron's 1T (Narayanan et al. 2021, Table 1).
+KNOWN_SHAPES: dict[float, tuple[int, int, int]] = {
+    7e9: (32, 4096, 32),
+    13e9: (40, 5120, 40),
+    70e9: (80, 8192, 64),
+    175e9: (96, 12288, 96),
+    1e12: (128, 25600, 160),
+}
+# Ψ within this share of a published model's takes its shape.
+KNOWN_WITHIN = 0.1
+
+
+def shape_for(psi: int, seq: int) -> GPTShape:
+    """A published shape when Ψ is within 10% of one (KNOWN_SHAPES), else one derived:
+    GPT-3's aspect, hidden ≈ 128 × layers, so
+    12·L·h² ≈ Ψ gives h ≈ (128Ψ/12)^⅓; heads of 128 dimensions (64 below h = 2048),
+    their count a multiple of 8 from 8 on (so TP up to 8 divides them); then the
+    layers that make Ψ with the embedding and head (Ψ = Vh + sh + L(12h² + 13h) + 3h
+    + hV, runtime.formulas.gpt_parameter_count)."""
+    vocab = LARGE_VOCAB if psi >= LARGE_MODEL else SMALL_VOCAB
+    for known, (layers, hidden, heads) in KNOWN_SHAPES.items():
+        if abs(psi / known - 1) <= KNOWN_WITHIN:
+            return GPTShape(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab)
+    raw = (128 * psi / 12) ** (1 / 3)
+    head_dim = 128 if raw >= 2048 else 64
+    heads = max(1, round(raw / head_dim))
+    if heads >= 8:
+        heads = 8 * max(1, round(heads / 8))
+    hidden = heads * head_dim
+    rest = psi - (2 * vocab + seq + 2) * hidden
+    layers = max(1, round(rest / (12 * hidden * hidden + 13 * hidden)))
+    return GPTShape(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the model is split on one GPU's share: TP degree, PP stages (v chunks each),
+    DP degree, ZeRO stage, recomputation, microbatch size and microbatches per step."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    zero: str = "ddp"
+    recompute: str = "none"
+    micro: int = 1
+    microbatches: int = 1
+    chunks: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    def stage_layers(self, layers: int) -> int:
+        """Layers on the busiest stage (an uneven split puts one more on the first)."""
+        return math.ceil(layers / self.pp)
+
+    def in_flight(self) -> float:
+        """Microbatches whose activations the first stage holds at its peak: 1 without a
+        pipeline (microbatches run one after the other); min(m, p) under 1F1B (Narayanan
+        et al. 2021); interleaving adds Megatron's (1 + (p − 1)/(p·v))."""
+        if self.pp == 1:
+            return 1.0
+        held = float(min(self.microbatches, self.pp))
+        if self.chunks > 1:
+            held *= 1 + (self.pp - 1) / (self.pp * self.chunks)
+        return held
+
+
+def training_bytes(psi: float, shape: GPTShape, precision: str, layout: Layout) -> dict[str, float]:
+    """Bytes on the busiest GPU by category (params, grads, optimizer, activations)."""
+    layers = layout.stage_layers(shape.layers)
+    local = psi * layers / shape.layers / layout.tp  # this GPU's share before ZeRO
+    out = formulas.zero_model_state_bytes(local, layout.dp, layout.zero, precision)
+    per_layer = formulas.transformer_activation_bytes_per_layer_tp(
+        shape.seq, layout.micro, shape.hidden, shape.heads, layout.tp, layout.recompute
+    )
+    scale = 2 if precision == "fp32" else 1  # the formulas count 16-bit activations
+    out["activations"] = scale * per_layer * layers * layout.in_flight()
+    return out
+
+
+def element_bytes(precision: str) -> int:
+    """Bytes of one weight (and one activation) as the model computes: 2 in mixed
+    precision (fp16/bf16), 4 in fp32."""
+    return formulas.ZERO_PRECISIONS[precision][0]
+
+
+def inference_bytes(psi: float, shape: GPTShape, precision: str, batch: int) -> dict[str, float]:
+    """Serving on one GPU: the weights, and the KV cache of `batch` sequences of
+    `seq` tokens, 2·L·h·bytes per token (every head keeps its keys and values;
+    REFERENCES.md, "Distributed inference")."""
+    elem = element_bytes(precision)
+    kv = 2 * shape.layers * shape.hidden * elem * shape.seq * batch
+    return {"params": psi * elem, "activations": float(kv)}
+
+
+def flops_factor(recompute: str) -> int:
+    """FLOPs per token per parameter: 6 (forward 2, backward 4), 8 when the forward is
+    computed again in backward (full recomputation; selective recomputes only the
+    attention scores, a few percent, counted as 6)."""
+    return 8 if recompute == "full" else 6
+
+
+def one_gpu_seconds(psi: float, tokens: float, achieved_flops: float, recompute: str) -> float:
+    """Narayanan et al. 2021's rule on one GPU: k·T·Ψ / X."""
+    return flops_factor(recompute) * tokens * psi / achieved_flops
+
+
+def rule_of_thumb_seconds(
+    psi: float, tokens: float, gpus: int, achieved_flops: float, recompute: str
+) -> float:
+    """k·T·Ψ / (n·X): the same rule on n GPUs, as if nothing but FLOPs took time."""
+    return one_gpu_seconds(psi, tokens, achieved_flops, recompute) / gpus

@@ -1,0 +1,86 @@
+"""The GPUs a learner can name (`a100-80gb`, `h100-80gb`, `rtx4090`…), as the cost model sees them.
+
+Part of lesson 0's mechanism (DESIGN.md: the lesson's own modules beside
+lesson.py). A course names GPUs the way a cloud console does; the cost model
+knows hardware profiles (runtime.profiles: links, memory, compute rates from the
+datasheet, each with its sources). This module maps one onto the other and
+gives the planner what it needs of a GPU: its memory, its achieved FLOP/s (the
+profile's MFU, or the learner's `achieved_tflops`), and its links once the
+learner says how many GPUs a node holds.
+
+Imports: runtime's pure part only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from runtime.compute import ComputeRates
+from runtime.costmodel import CostModel
+from runtime.profiles import get_profile
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str  # as the learner types it: a100-80gb
+    label: str  # as the budget sentence says it: A100 80GB
+    profile: str  # runtime.profiles name
+
+    @property
+    def model(self) -> CostModel:
+        return get_profile(self.profile)
+
+    @property
+    def rates(self) -> ComputeRates:
+        rates = self.model.rates
+        assert rates is not None, f"profile {self.profile} has no compute rates"
+        return rates
+
+    @property
+    def memory_bytes(self) -> float:
+        memory = self.rates.memory_bytes
+        assert memory is not None, f"profile {self.profile} has no memory size"
+        return memory
+
+    @property
+    def peak_flops(self) -> float:
+        peak = self.rates.peak_flops_per_s
+        assert peak is not None, f"profile {self.profile} has no peak FLOP/s"
+        return peak
+
+    def achieved(self, tflops: float = 0.0) -> ComputeRates:
+        """The compute rates with matmuls at `tflops` TFLOP/s (0: the profile's MFU)."""
+        if not tflops:
+            return self.rates
+        rate = tflops * 1e12
+        return replace(
+            self.rates,
+            forward_flops_per_s=rate,
+            backward_flops_per_s=rate,
+            achieved_fraction=rate / self.peak_flops,
+            source=f"{self.rates.source}; achieved {tflops:g} TFLOP/s as given",
+        )
+
+    def links(self, per_node: int, tflops: float = 0.0) -> CostModel:
+        """The profile's cost model with `per_node` GPUs a node (fast links inside, the
+        profile's inter-node links across) and the achieved compute rates."""
+        return replace(self.model, ranks_per_node=per_node, rates=self.achieved(tflops))
+
+
+GPUS: dict[str, Gpu] = {
+    gpu.name: gpu
+    for gpu in (
+        Gpu("a100-80gb", "A100 80GB", "a100-nvlink"),
+        Gpu("h100-80gb", "H100 80GB", "h100-nvlink"),
+        Gpu("h200-141gb", "H200 141GB", "h200-nvlink"),
+        Gpu("rtx4090", "RTX 4090", "rtx4090-pcie"),
+    )
+}
+
+
+def gpu_named(name: str) -> Gpu:
+    """The GPU called `name`; KeyError naming the ones allowed."""
+    try:
+        return GPUS[name]
+    except KeyError:
+        raise KeyError(f"unknown GPU {name!r}; allowed: {', '.join(GPUS)}") from None

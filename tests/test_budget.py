@@ -1,0 +1,170 @@
+"""`playground budget`: the sentence, the guard's refusals and kill, the append-only ledger,
+the price table's age, and bad input (exit 2, one line)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from scenarios.why_distribute import ledger
+from scenarios.why_distribute.budget import Estimate, EstimateError, Verdict, sentence
+from scenarios.why_distribute.prices import MAX_AGE_DAYS, price_table
+
+RTX = ["--gpu", "rtx4090", "--count", "2", "--hours", "3"]
+
+
+def budget(tmp_path: Path, *args: str, clock: str = "1") -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PLAYGROUND_LEDGER": str(tmp_path / "ledger.jsonl"),
+        "PLAYGROUND_BUDGET_CLOCK": clock,
+        "PLAYGROUND_LANG": "en",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "playground.cli", "budget", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+def test_the_courses_sentence():
+    out = budget(Path("/nonexistent-dir"), "estimate", *RTX, "--spot", "--price", "0.35")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(
+        "This starts 2× RTX 4090 spot at ~$0.35/h each = $0.70/h, runs ~3 h including setup"
+        " = $2.10. Budget: $5.00. Accepted, $2.90 to spare."
+    )
+    verdict = Verdict(Estimate("RTX 4090", 2, 0.35, True, 3.0), 3.0)
+    assert sentence(verdict, "en").endswith("= $2.10. Budget: $3.00. Accepted, $0.90 to spare.")
+    assert sentence(verdict, "es").endswith("Presupuesto: $3.00. Aceptado, sobran $0.90.")
+
+
+def test_setup_and_margin_are_billed():
+    est = Estimate("RTX 4090", 2, 0.35, True, 3.0, setup_hours=0.25, margin=1.2)
+    assert est.cost == pytest.approx(0.70 * 3.25 * 1.2)
+    assert "$2.27 × margin 1.2 = $2.73" in sentence(Verdict(est, 3.0), "en")
+
+
+def test_guard_refuses_over_budget_with_exit_3_and_records_it(tmp_path):
+    out = budget(tmp_path, "guard", "--budget", "1", *RTX, "--price", "0.35", "--", "sleep", "60")
+    assert out.returncode == 3
+    assert out.stdout.strip().endswith("Budget: $1.00. Refused: $1.10 over.")
+    assert len(out.stdout.strip().splitlines()) == 1
+    book = ledger.read(tmp_path / "ledger.jsonl")
+    assert [(e.status, e.what, e.actual_usd) for e in book.entries] == [
+        ("refused", "sleep 60", 0.0)
+    ]
+
+
+def test_guard_kills_at_the_budget_and_the_ledger_has_both_entries(tmp_path):
+    budget(tmp_path, "guard", "--budget", "1", *RTX, "--price", "0.35", "--", "sleep", "60")
+    # $0.01 an hour, one billed hour per real second: the $0.02 budget is reached in ~2 s
+    args = ["--gpu", "rtx4090", "--count", "1", "--hours", "0.001", "--price", "0.01"]
+    out = budget(tmp_path, "guard", "--budget", "0.02", *args, "--", "sleep", "60", clock="3600")
+    assert out.returncode == 3, out.stderr
+    assert "Killed: its spend reached $0.02" in out.stdout
+    book = ledger.read(tmp_path / "ledger.jsonl")
+    assert [e.status for e in book.entries] == ["refused", "killed"] and not book.bad
+    assert book.spent == pytest.approx(0.02)
+    shown = budget(tmp_path, "ledger")
+    assert "Spent: $0.02 of a $5.00 ceiling; $4.98 left. Lines not counted: 0." in shown.stdout
+
+
+def test_the_ceiling_counts_what_the_ledger_says_was_spent(tmp_path):
+    path = tmp_path / "ledger.jsonl"
+    ledger.append("earlier run", 4.0, 4.5, "finished", path)
+    out = budget(tmp_path, "guard", "--budget", "3", *RTX, "--price", "0.35", "--", "true")
+    assert out.returncode == 3  # $2.10 fits $3 but not the $0.50 left of the $5 ceiling
+    assert "$0.50 is left" in out.stdout and "Refused: $1.60 over." in out.stdout
+    ok = budget(tmp_path, "guard", "--budget", "0.5", "--gpu", "rtx4090", "--count", "1",
+                "--hours", "0.01", "--price", "0.35", "--", "true")  # fmt: skip
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert [e.status for e in ledger.read(path).entries] == ["finished", "refused", "finished"]
+
+
+def test_a_hand_edited_or_corrupted_line_is_reported_and_not_counted(tmp_path):
+    path = tmp_path / "ledger.jsonl"
+    for cost in (1.0, 2.0, 0.5):
+        ledger.append("run", cost, cost, "finished", path)
+    before = path.read_bytes()
+    lines = path.read_text().splitlines()
+    edited = json.loads(lines[1])
+    edited["actual_usd"] = 0.0  # someone hides $2 of spend
+    lines[1] = json.dumps(edited)
+    path.write_text("\n".join([*lines, "{not json"]) + "\n")
+    book = ledger.read(path)
+    assert [b.number for b in book.bad] == [2, 4]
+    assert "checksum" in book.bad[0].why and book.bad[1].why == "not JSON"
+    assert book.spent == 1.5  # the edited line is not silently counted as $0
+    out = budget(tmp_path, "ledger")
+    assert "ledger line 2: not counted (checksum does not match" in out.stderr
+    assert "Lines not counted: 2." in out.stdout
+    # appending only ever adds at the end
+    path.write_bytes(before)
+    ledger.append("next", 0.1, 0.1, "finished", path)
+    assert path.read_bytes().startswith(before) and not ledger.read(path).bad
+
+
+def test_a_removed_line_breaks_the_chain():
+    import tempfile
+
+    path = Path(tempfile.mkdtemp()) / "ledger.jsonl"
+    for cost in (1.0, 2.0, 0.5):
+        ledger.append("run", cost, cost, "finished", path)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], lines[2]]) + "\n")
+    assert [b.number for b in ledger.read(path).bad] == [2]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--gpu", "rtx4090", "--count", "2", "--hours", "-3", "--price", "0.35"], "--hours"),
+        (["--gpu", "rtx5090", "--count", "2", "--hours", "3", "--price", "0.35"], "--gpu"),
+        (["--gpu", "rtx4090", "--count", "2", "--hours", "3", "--price", "0"], "--price"),
+        (["--gpu", "rtx4090", "--count", "2", "--hours", "3", "--price", "-1"], "--price"),
+        (["--gpu", "rtx4090", "--count", "0", "--hours", "3", "--price", "1"], "--count"),
+        (
+            ["--gpu", "rtx4090", "--count", "2", "--hours", "3", "--price", "1", "--margin", "0.9"],
+            "--margin",
+        ),  # fmt: skip
+        (["--gpu", "rtx4090", "--count", "2", "--hours", "soon", "--price", "1"], "--hours"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path, args, needle):
+    out = budget(tmp_path, "estimate", *args)
+    assert out.returncode == 2 and out.stdout == ""
+    assert len(out.stderr.strip().splitlines()) == 1 and needle in out.stderr
+
+
+def test_a_stale_price_table_is_refused_unless_told(tmp_path):
+    table = price_table()
+    assert table.source and table.price("rtx4090", True) > 0
+    assert not table.stale(table.as_of) and table.stale(
+        date.fromordinal(table.as_of.toordinal() + MAX_AGE_DAYS + 1)
+    )
+    if table.stale(date.today()):
+        out = budget(tmp_path, "estimate", *RTX)
+        assert out.returncode == 2 and "stale" in out.stderr and "--allow-stale" in out.stderr
+    out = budget(tmp_path, "estimate", *RTX, "--allow-stale", "--spot")
+    assert out.returncode == 0 and "$0.22/h each" in out.stdout
+
+
+def test_estimate_errors_name_the_field():
+    with pytest.raises(EstimateError) as err:
+        Estimate("RTX 4090", 2, float("nan"), False, 3.0)
+    assert err.value.field == "price"
+
+
+def test_hours_from_the_planner(tmp_path):
+    out = budget(tmp_path, "estimate", "--from-plan", "params=400k,gpu=rtx4090", "--price", "0.35")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("This starts 1× RTX 4090 on-demand at ~$0.35/h")
