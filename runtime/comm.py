@@ -5,8 +5,7 @@ executes those Actions on a tensor with torch.distributed point-to-point calls
 and counts the bytes each rank really puts on the wire. The public helpers
 (`ring_all_reduce`, `ring_reduce_scatter`, `ring_all_gather`, `tree_broadcast`,
 `tree_all_reduce`) are checked against torch's built-in collectives in the
-engine tests. Reduction is a sum, or a maximum for a Comm made with `op="max"` (the
-largest logit a vocabulary-parallel loss agrees on, scenarios.tensor_parallel).
+engine tests. Reduction is a sum.
 
 A ring step (sendrecv) posts its isend and irecv together, as MPI_Sendrecv
 does, so gloo and NCCL cannot deadlock on it. The step ends when the incoming
@@ -33,10 +32,7 @@ from runtime.program import Action
 class Comm:
     """Executes p2p and collective Actions on one flat tensor, counting bytes."""
 
-    def __init__(self, op: str = "sum") -> None:
-        if op not in ("sum", "max"):
-            raise ValueError(f"Comm reduces by sum or max, not {op!r}")
-        self.op = op
+    def __init__(self) -> None:
         self.bytes_sent = 0
         self.bytes_received = 0
         self._scratch: dict[tuple[int, torch.dtype, torch.device, int], torch.Tensor] = {}
@@ -64,12 +60,6 @@ class Comm:
         if key not in self._scratch:
             self._scratch[key] = torch.empty(numel, dtype=like.dtype, device=like.device)
         return self._scratch[key]
-
-    def _reduce(self, target: torch.Tensor, incoming: torch.Tensor) -> None:
-        if self.op == "max":
-            torch.maximum(target, incoming, out=target)
-        else:
-            target.add_(incoming)
 
     def _count(self, sent: torch.Tensor | None, received: torch.Tensor | None) -> None:
         if sent is not None:
@@ -123,7 +113,7 @@ class Comm:
                 request.wait()
             if action.reduce:
                 began = time.perf_counter()
-                self._reduce(target, incoming)
+                target.add_(incoming)
                 reduced = time.perf_counter() - began
             self._count(outgoing, incoming)
         elif kind == "send":
@@ -136,12 +126,12 @@ class Comm:
             dist.recv(incoming, action.src)
             if action.reduce:
                 began = time.perf_counter()
-                self._reduce(tensor, incoming)
+                tensor.add_(incoming)
                 reduced = time.perf_counter() - began
             self._count(None, incoming)
         elif kind == "all_reduce":
             self._settle()
-            dist.all_reduce(tensor, op=dist.ReduceOp.MAX if self.op == "max" else dist.ReduceOp.SUM)
+            dist.all_reduce(tensor)
         elif kind == "broadcast":
             dist.broadcast(tensor, src=(action.group or (0,))[0])
         elif kind == "barrier":

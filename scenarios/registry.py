@@ -17,10 +17,12 @@ from scenarios.base import Lesson, LessonInfo
 from scenarios.failure_resume.lesson import LESSON as FAILURE_RESUME
 from scenarios.pipeline.lesson import LESSON as PIPELINE
 from scenarios.ring_allreduce.lesson import LESSON as RING_ALLREDUCE
+from scenarios.tensor_parallel.lesson import LESSON as TENSOR_PARALLEL
 from scenarios.zero.lesson import LESSON as ZERO
 
 LESSONS: dict[str, Lesson] = {
-    lesson.name: lesson for lesson in (RING_ALLREDUCE, ZERO, PIPELINE, FAILURE_RESUME)
+    lesson.name: lesson
+    for lesson in (RING_ALLREDUCE, ZERO, TENSOR_PARALLEL, PIPELINE, FAILURE_RESUME)
 }
 
 PLANNED = (
@@ -31,16 +33,6 @@ PLANNED = (
         {
             "es": "Presión de memoria o de tiempo, y el coste de un experimento en la nube.",
             "en": "Memory pressure vs time pressure, and the cost of a cloud experiment.",
-        },
-        False,
-    ),
-    LessonInfo(
-        4,
-        "tensor-parallel",
-        {"es": "Paralelismo de tensores", "en": "Tensor parallelism"},
-        {
-            "es": "Un bloque Transformer entero partido entre GPUs a la Megatron.",
-            "en": "A whole Transformer block split across GPUs, Megatron style.",
         },
         False,
     ),

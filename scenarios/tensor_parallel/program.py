@@ -207,7 +207,7 @@ def hand_actions(
                     kind=item.kind,
                     bytes=item_bytes(item, sizes),
                     group=group,  # type: ignore[arg-type]
-                    algorithm="ring",
+                    algorithm="builtin",  # torch.distributed's own collectives (gloo, NCCL)
                     **common,  # type: ignore[arg-type]
                 )
             )
