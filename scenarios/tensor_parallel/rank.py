@@ -23,6 +23,7 @@ Engine part: imports torch (rank processes only; the UI never imports this).
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 import warnings
@@ -189,7 +190,12 @@ def run_torch(
     for action, kind in ((forward, "forward"), (backward, "backward")):
         wall0, wall1, cpu0, cpu1 = timed[kind]
         ctx.record(action, wall0, wall1)
-        costs.setdefault(action.cost_key or action.kind, []).append((cpu1 - cpu0) / 1e9)
+        # Wall seconds: torch's collectives run inside this one Action (its CPU clock
+        # would leave out the time spent waiting on them), less the sharing of the cores
+        # among the ranks, which the simulator adds back itself.
+        share = min(1.0, (os.cpu_count() or 1) / ctx.world_size)
+        costs.setdefault(action.cost_key or action.kind, []).append((wall1 - wall0) * share / 1e9)
+        del cpu0, cpu1
     value = float(loss.full_tensor().item() if hasattr(loss, "full_tensor") else loss.item())
     grads = torch_tp.full_grads(model, hidden, params.tp, params.mistake)
     worst = 0.0
