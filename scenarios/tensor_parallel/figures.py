@@ -73,14 +73,17 @@ def series_metrics(name: str, predicted: Timeline, run: RunData[TPResult] | None
 def hand_collectives(params: TPParams, run: RunData[TPResult] | None) -> list[Metric]:
     """Per layer and for the loss, by direction and kind: measured beside the Program."""
     layers = params.model.layers
-    expected = plan_counts(hand_plan(layers, params.sequence_parallel, params.mistake), layers)
+    sp = params.sequence_parallel
+    expected = plan_counts(hand_plan(layers, sp, params.mistake), layers)
+    # A mistake that drops collectives still shows the kinds Megatron has (its count 0).
+    megatron = plan_counts(hand_plan(layers, sp), layers)
     mine = run.results[0].series["hand"] if run is not None else None
     out = []
     for scope, name, measured in (
         ("layer", "collectives_per_layer", mine.layer_counts if mine else None),
         ("loss", "loss_collectives", mine.loss_counts if mine else None),
     ):
-        keys = {k.split(".", 1)[1] for k in expected if k.startswith(scope + ".")}
+        keys = {k.split(".", 1)[1] for k in (*expected, *megatron) if k.startswith(scope + ".")}
         keys |= set(measured or {})
         for key in sorted(keys):
             value = (measured or {}).get(key, 0) if mine else None
