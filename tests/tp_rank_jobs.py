@@ -67,7 +67,7 @@ def check_f_g(ctx: RankContext[None]) -> dict[str, Any]:
         dx,
         torch.cat([shard_of(gr, t, r) for r, gr in enumerate(grads)], 1),
     )
-    events = [(e.kind, e.direction, e.bytes) for e in tracer.events]
+    events = [[e.kind, e.direction, e.bytes] for e in tracer.events]
     return {"failures": failures, "events": events, "full_bytes": every[0].numel() * 4}
 
 
