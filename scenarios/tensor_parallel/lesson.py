@@ -26,12 +26,19 @@ from typing import ClassVar
 
 from runtime.compute import TYPICAL_CPU
 from runtime.costmodel import CostModel
-from runtime.program import Program
+from runtime.program import Action, Program
 from scenarios.base import Hooks, Lesson, RankResult
 from scenarios.params import Mode, ParamError, Params, choice, choices, integer
 from scenarios.shape import FP32, GPTShape
 from scenarios.tensor_parallel import costs, figures
-from scenarios.tensor_parallel.program import MISTAKES, Sizes, build_program, hand_plan
+from scenarios.tensor_parallel.program import (
+    FORWARD,
+    MISTAKES,
+    Sizes,
+    build_program,
+    hand_plan,
+    item_bytes,
+)
 from scenarios.texts import load_texts
 
 IMPLEMENTATIONS = ("hand", "torch")
@@ -155,6 +162,22 @@ def estimate(params: TPParams, model: CostModel) -> CostModel:
     )
     plan = hand_plan(shape.layers, params.sequence_parallel, params.mistake)
     table = costs.cost_table(segments, [item.cost_key for item in plan if item.is_compute])
+    # torch's step is one forward and one backward Action: its collectives (DTensor's,
+    # the same as the hand-written ones) are costed inside them.
+    group = tuple(range(params.tp))
+    for item in plan:
+        if not item.is_compute:
+            action = Action(
+                "torch-collective",
+                0,
+                item.kind,
+                bytes=item_bytes(item, params.sizes),
+                group=group,
+                algorithm="builtin",
+            )
+            table[f"{'F' if item.direction == FORWARD else 'B'}.torch"] += model.collective_time(
+                action
+            )
     return replace(model, compute={**model.compute, **table})
 
 
