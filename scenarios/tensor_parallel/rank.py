@@ -28,6 +28,7 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import groupby
 
 import torch
@@ -52,26 +53,41 @@ def run_rank(ctx: RankContext[TPParams]) -> TPResult:
     params = ctx.params
     cfg = GPTConfig.from_shape(params.model)
     inputs, targets = batch(cfg, params.microbatch_size)
-    reference = tie(MiniGPT(cfg))
-    ref_loss = reference(inputs, targets)
-    ref_loss.backward()
-    ref_grads = {name: p.grad.detach() for name, p in reference.named_parameters()}
-    activation_bytes = measure_activations(reference, params, ctx.rank)
+    model = tie(MiniGPT(cfg))
+    loss = model(inputs, targets)
+    loss.backward()
+    grads = {name: p.grad.detach() for name, p in model.named_parameters()}
+    ref = Reference(model, loss.item(), grads, inputs, targets)
+    activation_bytes = measure_activations(model, params, ctx.rank)
     by_series = {name: list(acts) for name, acts in groupby(ctx.actions, key=lambda a: a.series)}
-    runs: dict[str, SeriesRun] = {}
     costs: dict[str, list[float]] = {}
+    # Built and warmed up (allocator, gloo's pairs, DTensor's first dispatch) before the
+    # clock starts: the timeline shows the timed steps only.
+    timed = {
+        name: (prepare_hand if name == "hand" else prepare_torch)(ctx, ref, costs)
+        for name in params.implementation
+    }
     ctx.start_clock()
-    for name in params.implementation:
-        actions = by_series[name]
-        run = run_hand if name == "hand" else run_torch
-        runs[name] = run(
-            ctx, actions, reference, ref_loss.item(), ref_grads, inputs, targets, costs
-        )
+    runs = {name: run(by_series[name]) for name, run in timed.items()}
     return TPResult(
         compute_costs={key: statistics.median(v) for key, v in costs.items()},
         series=runs,
         activation_bytes=activation_bytes,
     )
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The one-process model and what it computed on the batch."""
+
+    model: MiniGPT
+    loss: float
+    grads: dict[str, torch.Tensor]
+    inputs: torch.Tensor
+    targets: torch.Tensor
+
+
+Timed = Callable[[list[Action]], SeriesRun]
 
 
 def _barrier(ctx: RankContext[TPParams], actions: list[Action]) -> list[Action]:
@@ -81,30 +97,36 @@ def _barrier(ctx: RankContext[TPParams], actions: list[Action]) -> list[Action]:
     return [a for a in actions if a.kind != "barrier"]
 
 
-def run_hand(
-    ctx: RankContext[TPParams],
-    actions: list[Action],
-    reference: MiniGPT,
-    ref_loss: float,
-    ref_grads: dict[str, torch.Tensor],
-    inputs: torch.Tensor,
-    targets: torch.Tensor,
-    costs: dict[str, list[float]],
-) -> SeriesRun:
+def prepare_hand(
+    ctx: RankContext[TPParams], ref: Reference, costs: dict[str, list[float]]
+) -> Timed:
+    """The hand-written TP model, warmed up; the timed step it runs on its Actions."""
     params = ctx.params
     tracer = Tracer(params.tp, ctx.rank)
-    model = TPMiniGPT(reference, tracer, sp=params.sequence_parallel, mistake=params.mistake)
+    model = TPMiniGPT(ref.model, tracer, sp=params.sequence_parallel, mistake=params.mistake)
 
     def step() -> torch.Tensor:
         model.zero_grad(set_to_none=True)
-        loss = model(inputs, targets)
+        loss = model(ref.inputs, ref.targets)
         loss.backward()
         model.sync_replicated_grads()
         return loss
 
     tracer.recording = False
-    step()  # warm-up: allocator, gloo's pairs
+    step()
     tracer.recording = True
+    return lambda actions: run_hand(ctx, actions, model, step, ref, costs)
+
+
+def run_hand(
+    ctx: RankContext[TPParams],
+    actions: list[Action],
+    model: TPMiniGPT,
+    step: Step,
+    ref: Reference,
+    costs: dict[str, list[float]],
+) -> SeriesRun:
+    params, tracer = ctx.params, model.tracer
     steps = _barrier(ctx, actions)
     start, cpu_start = time.perf_counter_ns(), time.thread_time_ns()
     loss = step()
@@ -119,8 +141,8 @@ def run_hand(
     sizes = {e.bytes for e in tracer.events if e.place not in (*LOSS_PLACES, "grads")}
     return SeriesRun(
         loss=loss.item(),
-        loss_diff=abs(loss.item() - ref_loss),
-        grad_diff=model.grad_diff(ref_grads),
+        loss_diff=abs(loss.item() - ref.loss),
+        grad_diff=model.grad_diff(ref.grads),
         counts={k: int(v) for k, v in scoped["total"].items()},
         layer_counts=scoped["layer"],
         loss_counts={k: int(v) for k, v in scoped["loss"].items()},
@@ -166,27 +188,31 @@ def record_hand(
         costs.setdefault(action.cost_key or action.kind, []).append((stop[1] - cpu) / 1e9)
 
 
+def prepare_torch(
+    ctx: RankContext[TPParams], ref: Reference, costs: dict[str, list[float]]
+) -> Timed:
+    """torch's parallelized model, warmed up; the timed step it runs on its Actions."""
+    params = ctx.params
+    model, _mesh = torch_tp.build(
+        ref.model, params.tp, sp=params.sequence_parallel, mistake=params.mistake
+    )
+    model.zero_grad(set_to_none=True)
+    torch_tp.step(model, ref.inputs, ref.targets)
+    model.zero_grad(set_to_none=True)
+    return lambda actions: run_torch(ctx, actions, model, ref, costs)
+
+
 def run_torch(
     ctx: RankContext[TPParams],
     actions: list[Action],
-    reference: MiniGPT,
-    ref_loss: float,
-    ref_grads: dict[str, torch.Tensor],
-    inputs: torch.Tensor,
-    targets: torch.Tensor,
+    model: nn.Module,
+    ref: Reference,
     costs: dict[str, list[float]],
 ) -> SeriesRun:
     params = ctx.params
-    hidden = params.model.hidden
-    model, _mesh = torch_tp.build(
-        reference, params.tp, sp=params.sequence_parallel, mistake=params.mistake
-    )
-    model.zero_grad(set_to_none=True)
-    torch_tp.step(model, inputs, targets)  # warm-up
-    model.zero_grad(set_to_none=True)
     forward, backward = _barrier(ctx, actions)
     timed: dict[str, tuple[int, int, int, int]] = {}
-    loss, counts = torch_tp.step(model, inputs, targets, clock=timed)
+    loss, counts = torch_tp.step(model, ref.inputs, ref.targets, clock=timed)
     for action, kind in ((forward, "forward"), (backward, "backward")):
         wall0, wall1, cpu0, cpu1 = timed[kind]
         ctx.record(action, wall0, wall1)
@@ -197,14 +223,14 @@ def run_torch(
         costs.setdefault(action.cost_key or action.kind, []).append((wall1 - wall0) * share / 1e9)
         del cpu0, cpu1
     value = float(loss.full_tensor().item() if hasattr(loss, "full_tensor") else loss.item())
-    grads = torch_tp.full_grads(model, hidden, params.tp, params.mistake)
+    grads = torch_tp.full_grads(model, params.model.hidden, params.tp, params.mistake)
     worst = 0.0
     for name, grad in grads.items():
-        ref = ref_grads["embedding.tokens.weight" if name == "head.proj.weight" else name]
-        worst = max(worst, (grad - ref).abs().max().item())
+        want = ref.grads["embedding.tokens.weight" if name == "head.proj.weight" else name]
+        worst = max(worst, (grad - want).abs().max().item())
     return SeriesRun(
         loss=value,
-        loss_diff=abs(value - ref_loss),
+        loss_diff=abs(value - ref.loss),
         grad_diff=worst,
         counts={f"{d}.{k}": n for d, by_kind in counts.items() for k, n in by_kind.items()},
         layer_counts={},
