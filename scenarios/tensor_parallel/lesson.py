@@ -43,9 +43,10 @@ from scenarios.texts import load_texts
 
 IMPLEMENTATIONS = ("hand", "torch")
 MAX_RUN_PARAMETERS = 2_000_000
-# `predict` simulates every Action of every rank (about 10 µs each): past this many it
-# would not answer within a second.
-MAX_PREDICT_ACTIONS = 60_000
+# `predict` simulates every Action of every rank (some 20 µs each with the metrics, on a
+# loaded machine): past this many it would not answer within a second (tp=64 with SP
+# simulates 22 layers).
+MAX_PREDICT_ACTIONS = 24_000
 
 
 # -- parameters -------------------------------------------------------------------------
@@ -92,8 +93,15 @@ class TPParams(Params):
 
     @property
     def predict_actions(self) -> int:
-        per_rank = len(hand_plan(1, self.sequence_parallel)) * self.model.layers
-        return self.tp * (per_rank + 2 * len(self.implementation))
+        """Actions of the whole Program: the hand-written step's (fixed ones, and so many
+        per layer) and torch's two, with a barrier each, on every rank."""
+        one, two = (len(hand_plan(n, self.sequence_parallel, self.mistake)) for n in (1, 2))
+        per_rank = (
+            one + (two - one) * (self.model.layers - 1) if "hand" in self.implementation else 0
+        )
+        return self.tp * (
+            per_rank + 2 * ("torch" in self.implementation) + len(self.implementation)
+        )
 
     @property
     def tokens(self) -> int:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from runtime.program import Action, Program, barriers
 
@@ -177,41 +178,33 @@ def item_bytes(item: Item, sizes: Sizes) -> int:
     return sizes.grads if item.place == "grads" else sizes.activation
 
 
-def hand_actions(
-    plan: Sequence[Item],
-    rank: int,
-    group: Sequence[int],
-    sizes: Sizes,
-    *,
-    sp: bool,
-    mistake: str,
-) -> list[Action]:
-    """One rank's Actions of the hand series (after its barrier)."""
-    out = []
-    for n, item in enumerate(plan):
-        where = (("place", item.place), ("layer", item.layer), ("direction", item.direction))
-        common = dict(
-            id=f"hand/{n}@r{rank}",
-            rank=rank,
+def hand_fields(
+    plan: Sequence[Item], group: tuple[int, ...], sizes: Sizes, *, sp: bool, mistake: str
+) -> list[dict[str, Any]]:
+    """What every rank's Action of each plan item shares (all but its id and rank): worked
+    out once, since every rank of the group runs the same plan."""
+    out: list[dict[str, Any]] = []
+    for item in plan:
+        common: dict[str, Any] = dict(
+            kind=item.kind,
             label=label(item),
             series="hand",
             chunk=item.layer,
             phase=phase(item, sp, mistake),
-            args=where,
+            args=(("place", item.place), ("layer", item.layer), ("direction", item.direction)),
         )
         if item.is_compute:
-            out.append(Action(kind=item.kind, cost_key=item.cost_key, **common))  # type: ignore[arg-type]
+            common["cost_key"] = item.cost_key
         else:
-            out.append(
-                Action(
-                    kind=item.kind,
-                    bytes=item_bytes(item, sizes),
-                    group=group,  # type: ignore[arg-type]
-                    algorithm="builtin",  # torch.distributed's own collectives (gloo, NCCL)
-                    **common,  # type: ignore[arg-type]
-                )
-            )
+            common.update(bytes=item_bytes(item, sizes), group=group)
+            common["algorithm"] = "builtin"  # torch.distributed's own collectives (gloo, NCCL)
+        out.append(common)
     return out
+
+
+def hand_actions(fields: Sequence[dict[str, Any]], rank: int) -> list[Action]:
+    """One rank's Actions of the hand series (after its barrier)."""
+    return [Action(id=f"hand/{n}@r{rank}", rank=rank, **f) for n, f in enumerate(fields)]
 
 
 def torch_actions(rank: int) -> list[Action]:
@@ -236,11 +229,12 @@ def build_program(
 ) -> Program:
     group = tuple(range(tp))  # one shared tuple: the simulator keys collectives by it
     program = Program(tp, name="tensor-parallel")
+    fields = hand_fields(plan, group, sizes, sp=sp, mistake=mistake)
     for name in series:
         program.extend(barriers(f"{name}/start", group, series=name, phase="start"))
         for rank in range(tp):
             if name == "hand":
-                program.extend(hand_actions(plan, rank, group, sizes, sp=sp, mistake=mistake))
+                program.extend(hand_actions(fields, rank))
             else:
                 program.extend(torch_actions(rank))
     return program
