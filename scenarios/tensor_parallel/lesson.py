@@ -121,6 +121,7 @@ class SeriesRun:
     loss: float
     loss_diff: float  # |loss − the one-process loss|
     grad_diff: float  # largest |grad − the one-process grad| over this rank's slices
+    worst_parameter: str  # the one-process parameter where that largest difference is
     counts: dict[str, int]  # collectives: "forward.all_reduce" -> how many (whole step)
     layer_counts: dict[str, float]  # hand only: per layer, "forward.all_reduce" -> 2
     loss_counts: dict[str, int]  # hand only: the loss's, "forward.all_reduce" -> 3

@@ -234,12 +234,18 @@ class TPMiniGPT(nn.Module):
         for grad, part in zip(grads, total.split([grad.numel() for grad in grads]), strict=True):
             grad.copy_(part.view_as(grad))
 
-    def grad_diff(self, reference: dict[str, torch.Tensor]) -> float:
-        """Largest |grad − the one-process grad| over this rank's parameters (its slices)."""
-        worst = 0.0
+    def grad_diffs(self, reference: dict[str, torch.Tensor]) -> dict[str, float]:
+        """Per one-process parameter, the largest |grad − its grad| over this rank's slices
+        of it (the tied embedding's two uses count as one)."""
+        out: dict[str, float] = {}
         for name, param in self.named_parameters(remove_duplicate=False):
             if param.grad is None:
                 raise RuntimeError(f"no gradient for {name}")
-            expected = self.origins[name].of(reference[self.origins[name].name])
-            worst = max(worst, (param.grad - expected).abs().max().item())
-        return worst
+            origin = self.origins[name]
+            diff = (param.grad - origin.of(reference[origin.name])).abs().max().item()
+            out[origin.name] = max(out.get(origin.name, 0.0), diff)
+        return out
+
+    def grad_diff(self, reference: dict[str, torch.Tensor]) -> float:
+        """Largest |grad − the one-process grad| over this rank's parameters (its slices)."""
+        return max(self.grad_diffs(reference).values())

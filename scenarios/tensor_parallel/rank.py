@@ -139,10 +139,13 @@ def run_hand(
         for scope in ("layer", "loss", "total")
     }
     sizes = {e.bytes for e in tracer.events if e.place not in (*LOSS_PLACES, "grads")}
+    diffs = model.grad_diffs(ref.grads)
+    worst = max(diffs, key=diffs.__getitem__)
     return SeriesRun(
         loss=loss.item(),
         loss_diff=abs(loss.item() - ref.loss),
-        grad_diff=model.grad_diff(ref.grads),
+        grad_diff=diffs[worst],
+        worst_parameter=worst,
         counts={k: int(v) for k, v in scoped["total"].items()},
         layer_counts=scoped["layer"],
         loss_counts={k: int(v) for k, v in scoped["loss"].items()},
@@ -224,14 +227,16 @@ def run_torch(
         del cpu0, cpu1
     value = float(loss.full_tensor().item() if hasattr(loss, "full_tensor") else loss.item())
     grads = torch_tp.full_grads(model, params.model.hidden, params.tp, params.mistake)
-    worst = 0.0
+    diffs: dict[str, float] = {}
     for name, grad in grads.items():
-        want = ref.grads["embedding.tokens.weight" if name == "head.proj.weight" else name]
-        worst = max(worst, (grad - want).abs().max().item())
+        name = "embedding.tokens.weight" if name == "head.proj.weight" else name  # tied
+        diffs[name] = max(diffs.get(name, 0.0), (grad - ref.grads[name]).abs().max().item())
+    worst = max(diffs, key=diffs.__getitem__)
     return SeriesRun(
         loss=value,
         loss_diff=abs(value - ref.loss),
-        grad_diff=worst,
+        grad_diff=diffs[worst],
+        worst_parameter=worst,
         counts={f"{d}.{k}": n for d, by_kind in counts.items() for k, n in by_kind.items()},
         layer_counts={},
         loss_counts={},
