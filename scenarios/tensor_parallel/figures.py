@@ -61,7 +61,10 @@ def metrics(params: TPParams, predicted: Timeline, run: RunData[TPResult] | None
 def series_metrics(name: str, predicted: Timeline, run: RunData[TPResult] | None) -> list[Metric]:
     step_predicted = makespan(predicted.of_series(name))
     if run is None:
-        return [Metric("step_predicted_s", "s", step_predicted, series=name)]
+        return [
+            Metric("step_measured_s", "s", None, step_predicted, series=name),
+            Metric("step_predicted_s", "s", step_predicted, series=name),
+        ]
     mine = [r.series[name] for r in run.results]
     worst = max(mine, key=lambda m: m.grad_diff)
     departs = worst.worst_parameter

@@ -18,11 +18,12 @@ passes through each), so its order is fixed and written here as data:
   computes meet with nothing between them (merged into one Action).
 
 Between two collectives there is always one compute Action: the real engine
-times it from the end of one collective to the start of the next
-(scenarios.tensor_parallel.tracing), the simulator costs it from its segment
-costs (scenarios.tensor_parallel.costs). Torch's own implementation
-(`parallelize_module`) runs as one forward and one backward Action: its
-collectives happen inside DTensor and are counted by CommDebugMode.
+times it from the end of one collective to the start of the next (the Tracer
+of scenarios.tensor_parallel.layers, read by scenarios.tensor_parallel.rank),
+the simulator costs it from its segment costs (scenarios.tensor_parallel.costs).
+Torch's own implementation (`parallelize_module`) runs as one forward and one
+backward Action: its collectives happen inside DTensor and are counted by
+CommDebugMode.
 
 Every Action carries its implementation as `series` ("hand", "torch"), its
 block as `chunk` (None outside the blocks), and in `args` the place and direction
