@@ -170,10 +170,18 @@ def test_params_parse_and_registry():
 
 
 @pytest.mark.ranks
-def test_f_and_g_on_real_ranks():
-    result = launch(LaunchSpec("tp_rank_jobs:check_f_g", 2))
+def test_f_and_g_and_tp2_on_real_ranks():
+    params = {"configs": ["off/none"]}
+    result = launch(LaunchSpec("tp_rank_jobs:check_f_g", 2, params=params))
     for rank_result in result.rank_results:
         assert rank_result["failures"] == []
+        tp2 = rank_result["models"]["off/none"]
+        assert max(tp2["hand"]) <= TOL and max(tp2["torch"]) <= TOL, tp2
+        assert (
+            tp2["counts"]["layer.forward.all_reduce"]
+            == tp2["counts"]["layer.backward.all_reduce"]
+            == 2
+        )
         full = rank_result["full_bytes"]
         # f bwd AR, g fwd AR, SP f: AG fwd + RS bwd, SP g: RS fwd + AG bwd; every one b·s·h·4
         assert rank_result["events"] == [

@@ -25,7 +25,7 @@ def _per_rank(rank: int, shape: tuple[int, ...], seed: int) -> torch.Tensor:
     return torch.randn(shape, generator=torch.Generator().manual_seed(seed + rank))
 
 
-def check_f_g(ctx: RankContext[None]) -> dict[str, Any]:
+def check_f_g(ctx: RankContext[dict[str, Any] | None]) -> dict[str, Any]:
     t, rank = ctx.world_size, ctx.rank
     shape = (2, 4 * t, 8)  # (batch, sequence, hidden)
     every = [_per_rank(r, shape, 10) for r in range(t)]
@@ -68,7 +68,10 @@ def check_f_g(ctx: RankContext[None]) -> dict[str, Any]:
         torch.cat([shard_of(gr, t, r) for r, gr in enumerate(grads)], 1),
     )
     events = [[e.kind, e.direction, e.bytes] for e in tracer.events]
-    return {"failures": failures, "events": events, "full_bytes": every[0].numel() * 4}
+    out = {"failures": failures, "events": events, "full_bytes": every[0].numel() * 4}
+    if ctx.params:  # the same ranks also run whole models (one spawn for both checks)
+        out["models"] = check_models(ctx)  # type: ignore[arg-type]
+    return out
 
 
 def shard_of(x: torch.Tensor, t: int, r: int) -> torch.Tensor:
