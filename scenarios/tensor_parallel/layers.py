@@ -80,11 +80,11 @@ class Tracer:
 
     def all_gather(self, shard: torch.Tensor, where: tuple[str, int | None, str]) -> torch.Tensor:
         """The sequence shards of every rank, concatenated along the sequence."""
-        # all_gather_into_tensor stacks along dim 0: gather (t, b, s/t, h), then lay the
+        # all_gather_single stacks along dim 0: gather (t, b, s/t, h), then lay the
         # shards side by side along the sequence.
         out = shard.new_empty((self.tp, *shard.shape))
         flat = shard.contiguous().view(-1)  # gloo wants flat buffers
-        call = lambda: dist.all_gather_into_tensor(out.view(-1), flat)  # noqa: E731
+        call = lambda: dist.all_gather_single(out.view(-1), flat)  # noqa: E731
         self._run(AG, where, _bytes(out), call)
         return torch.cat(out.unbind(0), dim=SEQ_DIM)
 
@@ -93,7 +93,7 @@ class Tracer:
         stacked = torch.stack(x.chunk(self.tp, dim=SEQ_DIM)).contiguous()
         out = stacked.new_empty(stacked.shape[1:])
         # gloo wants flat buffers: rank i's output is the i-th block of the input.
-        call = lambda: dist.reduce_scatter_tensor(out.view(-1), stacked.view(-1))  # noqa: E731
+        call = lambda: dist.reduce_scatter_single(out.view(-1), stacked.view(-1))  # noqa: E731
         self._run(RS, where, _bytes(stacked), call)
         return out
 
