@@ -13,7 +13,8 @@ The hand-written series' collectives, measured beside what its Program says:
 `collectives_per_layer.<direction>.<kind>` (2 all-reduces each way; SP: 2
 all-gathers + 2 reduce-scatters), `loss_collectives.*` (3 all-reduces forward,
 none backward), `collective_bytes` (b·s·h·4); torch's, as CommDebugMode counted
-them: `torch_tp_collectives.<direction>.<kind>`. Activation bytes per layer:
+them: `torch_tp_collectives.<direction>.<kind>`; the whole step's, for both, as
+`step_collectives.<direction>.<kind>`. Activation bytes per layer:
 Korthikanti's six configurations in 16-bit (`series` none, tp, tp_sp, …) and,
 after a run, the fp32 bytes measured (`fp32:none`, …) beside what this block
 keeps by the same accounting (scenarios.tensor_parallel.memory). Per layer on
@@ -49,12 +50,16 @@ def metrics(params: TPParams, predicted: Timeline, run: RunData[TPResult] | None
     if "hand" in params.implementation:
         out += hand_collectives(params, run)
         out += hardware(predicted.of_series("hand"), shape.layers)
-    if "torch" in params.implementation and run is not None:
-        counts = run.results[0].series["torch"].counts
-        out += [
-            Metric(f"torch_tp_collectives.{key}", "count", n, series="torch")
-            for key, n in sorted(counts.items())
-        ]
+    if run is not None:
+        # The whole step's collectives, by direction and kind, under one name for both
+        # series (side by side); torch's also under the name the lesson gives them.
+        for name in params.implementation:
+            counts = sorted(run.results[0].series[name].counts.items())
+            out += [Metric(f"step_collectives.{k}", "count", n, series=name) for k, n in counts]
+            if name == "torch":
+                out += [
+                    Metric(f"torch_tp_collectives.{k}", "count", n, series=name) for k, n in counts
+                ]
     return out + activations(params, run)
 
 
