@@ -253,3 +253,8 @@ def test_cli_run_tp2_sp_on_json():
         m = get(metrics, "activation_bytes_per_layer", memory.FP32_SERIES[key])
         assert m.value == m.predicted
     assert get(metrics, "torch_tp_collectives.forward.all_gather", "torch").value >= 4
+    # the whole hand step: the embedding's and 2 per layer's reduce-scatters; one
+    # all-reduce after backward for the parameters that saw a sequence shard
+    assert get(metrics, "step_collectives.forward.reduce_scatter", "hand").value == 1 + 2 * 2
+    assert get(metrics, "step_collectives.backward.all_reduce", "hand").value == 1
+    assert get(metrics, "worst_grad_parameter", "hand").value is None  # nothing departs
