@@ -11,7 +11,8 @@ machine's calibration (`playground calibrate` first, or the first run does it):
   that run's measurement; the median of the errors over the runs.
 
 The quantity is each lesson's headline time: the all-reduce's `time_s`, each ZeRO
-stage's and pipeline schedule's `makespan_s`, failure-resume's median `step_s`.
+stage's and pipeline schedule's `makespan_s`, failure-resume's median `step_s`,
+tensor-parallel's `step_measured_s` per implementation.
 Timings are only asserted here, never in tests; this machine's noise (other
 processes, 4 ranks on 2 cores) is the spread the table shows.
 """
@@ -33,6 +34,7 @@ LESSONS = {
     "zero": ({}, "makespan_s"),
     "pipeline": ({"schedule": "gpipe,1f1b,interleaved,zb-h1"}, "makespan_s"),
     "failure-resume": ({}, "step_s"),
+    "tensor-parallel": ({}, "step_measured_s"),
 }
 
 

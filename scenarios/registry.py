@@ -18,25 +18,24 @@ from scenarios.failure_resume.lesson import LESSON as FAILURE_RESUME
 from scenarios.mixed_precision.lesson import LESSON as MIXED_PRECISION
 from scenarios.pipeline.lesson import LESSON as PIPELINE
 from scenarios.ring_allreduce.lesson import LESSON as RING_ALLREDUCE
+from scenarios.tensor_parallel.lesson import LESSON as TENSOR_PARALLEL
 from scenarios.why_distribute.lesson import LESSON as WHY_DISTRIBUTE
 from scenarios.zero.lesson import LESSON as ZERO
 
 LESSONS: dict[str, Lesson] = {
     lesson.name: lesson
-    for lesson in (WHY_DISTRIBUTE, RING_ALLREDUCE, ZERO, PIPELINE, FAILURE_RESUME, MIXED_PRECISION)
+    for lesson in (
+        WHY_DISTRIBUTE,
+        RING_ALLREDUCE,
+        ZERO,
+        FAILURE_RESUME,
+        TENSOR_PARALLEL,
+        PIPELINE,
+        MIXED_PRECISION,
+    )
 }
 
 PLANNED = (
-    LessonInfo(
-        4,
-        "tensor-parallel",
-        {"es": "Paralelismo de tensores", "en": "Tensor parallelism"},
-        {
-            "es": "Un bloque Transformer entero partido entre GPUs a la Megatron.",
-            "en": "A whole Transformer block split across GPUs, Megatron style.",
-        },
-        False,
-    ),
     LessonInfo(
         7,
         "inference",

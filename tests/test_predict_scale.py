@@ -284,6 +284,15 @@ LARGEST = {
         "chunks": "4",
         "layers": "4096",
     },
+    "tensor-parallel": {
+        "tp": "64",
+        "sp": "on",
+        "layers": "22",
+        "hidden": "8192",
+        "heads": "64",
+        "seq": "4096",
+        "vocab": "65536",
+    },
 }
 
 

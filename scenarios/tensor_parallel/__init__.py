@@ -1,0 +1,1 @@
+"""Lesson 4: tensor parallelism of a whole Transformer block (lesson.py reads first)."""

@@ -1,0 +1,65 @@
+"""What each compute segment of the tensor-parallel step costs before a run has timed it.
+
+Part of lesson 4's prediction (DESIGN.md: the simulator costs the Program's
+compute Actions from the CostModel's table). The hand-written step is cut into
+segments between collectives (scenarios.tensor_parallel.program): a rank's
+share of the attention (its heads), of the MLP (its columns), of the head (its
+vocabulary slice), the LayerNorms (a sequence shard under SP) and the loss's
+small reductions. Each is estimated from the compute rates (runtime.compute,
+calibrated here or a GPU profile's datasheet): a block's forward and backward
+split between attention (8h² + 4sh FLOPs per token of its 24h² + 4sh) and MLP
+(16h²), divided by t; after a run the measured CPU seconds replace them
+(runtime.costmodel.refine). torch's series is one forward and one backward:
+the sum of the same segments.
+
+Pure: stdlib only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from runtime.compute import ComputeRates
+
+FB = tuple[float, float]
+
+
+def segment_costs(
+    rates: ComputeRates, *, tokens: int, hidden: int, seq: int, vocab: int, tp: int, sp: bool
+) -> dict[str, FB]:
+    """(forward, backward) seconds of each segment on one rank."""
+    block_f, block_b = rates.block_seconds(tokens, hidden, seq)
+    matmul = 24 * hidden * hidden + 4 * seq * hidden
+    attn_share = (8 * hidden * hidden + 4 * seq * hidden) / matmul
+    small = rates.linear_seconds(tokens // tp if sp else tokens, 1, hidden)
+    reduction = rates.linear_seconds(tokens, 1, max(1, vocab // tp))
+    return {
+        "embed": rates.linear_seconds(tokens, 1, hidden),
+        "attn": (block_f * attn_share / tp, block_b * attn_share / tp),
+        "mlp": (block_f * (1 - attn_share) / tp, block_b * (1 - attn_share) / tp),
+        "ln1": small,
+        "ln2": small,
+        "ln_f": small,
+        "logits": rates.linear_seconds(tokens, hidden, max(1, vocab // tp)),
+        "head": rates.linear_seconds(tokens, hidden, max(1, vocab // tp)),
+        "loss-target": reduction,
+        "loss-sumexp": reduction,
+        "loss": reduction,
+    }
+
+
+def cost_table(costs: dict[str, FB], keys: Iterable[str]) -> dict[str, float]:
+    """Seconds of each cost key ("F.attn", "B.mlp+B.attn"; `keys` in step order, repeated
+    per layer): merged segments add up; "F.torch" and "B.torch" are the whole forward
+    and backward."""
+    table: dict[str, float] = {}
+    totals = {"F": 0.0, "B": 0.0}
+    for key in keys:
+        seconds = 0.0
+        for part in key.split("+"):
+            kind, name = part.split(".", 1)
+            seconds += costs[name][0 if kind == "F" else 1]
+        totals[key[0]] += seconds  # every occurrence: one per layer
+        table[key] = seconds
+    table["F.torch"], table["B.torch"] = totals["F"], totals["B"]
+    return table
