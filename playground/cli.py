@@ -281,8 +281,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from playground import session
     from runtime.launch import RunFailed
 
-    if not 2 <= args.ranks <= 16:
-        raise UsageError(f"--ranks {args.ranks}: calibrate needs 2 to 16 ranks")
+    if not 1 <= args.ranks <= 16:
+        raise UsageError(f"--ranks {args.ranks}: calibrate takes 1 to 16 ranks")
     try:
         model = session.calibrate(args.ranks, args.backend)
     except RunFailed as exc:

@@ -126,16 +126,18 @@ def lookup(backend: str, world_size: int, *, nearest: bool = False) -> CostModel
 def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> CostModel:
     """Least-squares alpha, beta from the slowest rank per size; gamma from the reduce timing."""
     points = []
-    for size in SIZES:
+    for size in SIZES if world_size > 1 else ():
         reps = zip(*(r["sendrecv"][str(size)] for r in rank_results), strict=True)
         points.append((size, statistics.median(max(rep) for rep in reps)))
-    mean_s = statistics.fmean(s for s, _ in points)
-    mean_t = statistics.fmean(t for _, t in points)
-    beta = sum((s - mean_s) * (t - mean_t) for s, t in points) / sum(
-        (s - mean_s) ** 2 for s, _ in points
-    )
-    beta = max(beta, 1e-13)
-    alpha = max(mean_t - beta * mean_s, 1e-7)
+    alpha, beta = 1e-7, 1e-13  # the floors: one rank alone has no link (never used)
+    if points:
+        mean_s = statistics.fmean(s for s, _ in points)
+        mean_t = statistics.fmean(t for _, t in points)
+        beta = sum((s - mean_s) * (t - mean_t) for s, t in points) / sum(
+            (s - mean_s) ** 2 for s, _ in points
+        )
+        beta = max(beta, 1e-13)
+        alpha = max(mean_t - beta * mean_s, 1e-7)
     reduce_reps = zip(*(r["reduce_s"] for r in rank_results), strict=True)
     gamma = statistics.median(max(rep) for rep in reduce_reps) / REDUCE_BYTES
     host = socket.gethostname()
@@ -206,6 +208,9 @@ def busy_scale(
     (runtime.calibration_rank._busy_all_reduce): the median over ranks and repetitions of
     a rank's time (a span, as the lesson's spans are timed), over the ring all-reduce
     formula; at least 1."""
-    took = statistics.median(t for r in rank_results for t in r["busy_all_reduce"])
+    samples = [t for r in rank_results for t in r["busy_all_reduce"]]
+    if not samples:
+        return 1.0
+    took = statistics.median(samples)
     formula = formulas.ring_all_reduce_time(world_size, BUSY_BYTES, alpha, beta, gamma)
     return max(1.0, took / formula) if formula > 0 else 1.0

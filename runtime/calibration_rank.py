@@ -47,7 +47,8 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
     group = list(range(n))
     comm = Comm()
     timings: dict[str, list[float]] = {}
-    for size in SIZES:
+    # One rank alone sends nothing: no link to time (runtime.calibration.fit says so).
+    for size in SIZES if n > 1 else ():
         # Each step moves one chunk of `size` bytes to the right neighbour.
         buffer = torch.ones(size // 4 * n, dtype=torch.float32)
         steps = collectives.ring_all_gather(group, buffer.numel(), 4)[rank]
@@ -80,7 +81,7 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
     return {
         "sendrecv": timings,
         "reduce_s": reduce_s,
-        "busy_all_reduce": _busy_all_reduce(ctx, comm),
+        "busy_all_reduce": _busy_all_reduce(ctx, comm) if n > 1 else [],
         "blocks": _blocks(),
         "adam_s_per_element": _adam(),
         "disk_bytes_per_s": _disk() if rank == 0 else None,

@@ -304,3 +304,17 @@ def test_a_closed_pipe_ends_quietly() -> None:
         assert result.returncode == 0
         assert len(result.stdout.splitlines()) == 1
         assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr
+
+
+@pytest.mark.ranks
+def test_calibrate_one_rank_times_compute_and_no_link(tmp_path) -> None:
+    """One rank alone (tp=1, NCCL on one GPU) calibrates its compute; it has no link to
+    time, so alpha and beta stay at their floors and no collective is scaled."""
+    out = playground(
+        "calibrate", "--ranks", "1", "--json", env={"PLAYGROUND_CACHE_DIR": str(tmp_path)}
+    )
+    assert out.returncode == 0, out.stderr
+    model = json.loads(out.stdout)
+    assert (model["alpha"], model["beta"]) == (1e-7, 1e-13)
+    assert set(model["collective_scale"].values()) == {1.0}
+    assert model["rates"]["forward_flops_per_s"] > 0 and model["rates"]["sharded_adam_s"] >= 0

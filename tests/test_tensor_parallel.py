@@ -148,7 +148,7 @@ def test_tp_beyond_a_node_pays_the_inter_node_link():
         (["-p", "tp=4", "-p", "sp=on", "-p", "seq=18"], "seq"),
         (["--ranks", "2", "-p", "tp=4"], "tp"),
         (["-p", "tp=9"], "tp"),
-        (["-p", "tp=1"], "tp"),
+        (["-p", "tp=0"], "tp"),
         (["-p", "mistake=typo"], "mistake"),
         (["-p", "implementation=jax"], "implementation"),
     ],

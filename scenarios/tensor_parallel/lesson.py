@@ -65,10 +65,6 @@ class TPParams(Params):
 
     def check(self, mode: Mode) -> None:
         shape, tp = self.model, self.tp
-        if mode == "run" and tp < 2:
-            # tp=1 is the unsplit model (predict shows it); the launcher calibrates the
-            # links between ranks, which one rank alone does not have.
-            raise ParamError("tp", f"tp={tp}: a real run needs at least 2 ranks (predict takes 1)")
         for name, value in (
             ("hidden", shape.hidden),
             ("heads", shape.heads),
