@@ -111,6 +111,7 @@ class RatesDoc(Struct, frozen=True):
     sharded_forward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
     sharded_backward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
     sharded_adam_s: Annotated[float, Meta(ge=0, le=1e3)] = 1.5e-4
+    sharded_first_adam_s: Annotated[float, Meta(ge=0, le=1e3)] = 5e-3
     peak_flops_per_s: Rate | None = None
     achieved_fraction: Fraction | None = None
     memory_bytes: Annotated[float, Meta(ge=0, le=1e18)] | None = None

@@ -32,7 +32,7 @@ from runtime.costmodel import CostModel
 from runtime.files import write_text_atomic
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
-METHOD_VERSION = 6
+METHOD_VERSION = 7
 # What the ranks of a calibration run (runtime.calibration_rank).
 RANK_ENTRY = "runtime.calibration_rank:run_rank"
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
@@ -190,15 +190,17 @@ def sharded_overheads(rows: list[list[float]]) -> dict[str, float]:
     """FSDP2's seconds per parameter tensor (runtime.compute.ComputeRates.sharded_*):
     the median over ranks of (FSDP2's forward, backward, Adam) minus the same model's
     plain ones, over its tensors. Rows: [tensors, F, B, opt under FSDP2, F, B, opt
-    plain]; none measured (a calibration without FSDP2): the typical figures."""
+    plain, the first step's Adam beyond a later one's]; none measured (a calibration without FSDP2): the typical figures."""
     if not rows:
         return {}
     tensors = rows[0][0]
     names = ("sharded_forward_s", "sharded_backward_s", "sharded_adam_s")
-    return {
+    out = {
         name: max(statistics.median(row[1 + i] - row[4 + i] for row in rows), 0.0) / tensors
         for i, name in enumerate(names)
     }
+    out["sharded_first_adam_s"] = max(statistics.median(row[7] for row in rows), 0.0) / tensors
+    return out
 
 
 def busy_scale(

@@ -40,6 +40,9 @@ class ComputeRates:
     sharded_forward_s: float = 3e-4
     sharded_backward_s: float = 3e-4
     sharded_adam_s: float = 1.5e-4
+    # ... and the first Adam step of a process over DTensors: DTensor's first-call costs
+    # (its sharding-propagation caches) and the optimizer's state allocated on the way.
+    sharded_first_adam_s: float = 5e-3
     peak_flops_per_s: float | None = None  # a datasheet's figure, when there is one
     achieved_fraction: float | None = None  # MFU assumed against that peak
     memory_bytes: float | None = None  # one device's memory (a datasheet's)
@@ -142,6 +145,7 @@ def gpu(
         sharded_forward_s=4 * launch_s,
         sharded_backward_s=8 * launch_s,
         sharded_adam_s=2 * launch_s,
+        sharded_first_adam_s=5e-3,  # host-side, once: as on a CPU
         peak_flops_per_s=peak_flops_per_s,
         achieved_fraction=achieved_fraction,
         memory_bytes=memory_bytes,

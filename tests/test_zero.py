@@ -423,6 +423,10 @@ def test_fsdp2_estimate_adds_its_overheads_and_bytes():
     assert costs["F.fsdp2"] == pytest.approx(flops_f + tensors * 3e-4 + moved)
     assert costs["B.fsdp2"] == pytest.approx(flops_b + tensors * 3e-4 + 2 * moved)
     assert costs["opt.fsdp2"] == pytest.approx(costs["opt.zero3"] + tensors * 1.5e-4)
+    assert costs["opt.fsdp2.first"] == pytest.approx(costs["opt.fsdp2"] + tensors * 5e-3)
+    first = [a for a in build(params).actions() if a.kind == "opt" and a.series == "fsdp2"]
+    assert {a.cost_key for a in first if a.step == 0} == {"opt.fsdp2.first"}
+    assert {a.cost_key for a in first if a.step == 1} == {"opt.fsdp2"}
     slower = replace(TYPICAL_CPU, sharded_forward_s=1e-3)
     assert estimate(params, replace(base, rates=slower)).compute["F.fsdp2"] > costs["F.fsdp2"]
 
@@ -430,9 +434,10 @@ def test_fsdp2_estimate_adds_its_overheads_and_bytes():
 def test_sharded_overheads_fit():
     from runtime.calibration import sharded_overheads
 
-    rows = [[29.0, 0.03, 0.05, 0.01, 0.001, 0.002, 0.0005]] * 3
+    rows = [[29.0, 0.03, 0.05, 0.01, 0.001, 0.002, 0.0005, 0.29]] * 3
     fitted = sharded_overheads(rows)
     assert fitted["sharded_forward_s"] == pytest.approx(0.029 / 29)
     assert fitted["sharded_backward_s"] == pytest.approx(0.048 / 29)
     assert fitted["sharded_adam_s"] == pytest.approx(0.0095 / 29)
+    assert fitted["sharded_first_adam_s"] == pytest.approx(0.01)
     assert sharded_overheads([]) == {}

@@ -48,6 +48,8 @@ from scenarios.zero import lumped, memory
 from scenarios.zero.results import ZeroResult
 
 STAGES = ("ddp", "zero1", "zero2", "zero3", "fsdp2")
+# The cost key of FSDP2's first Adam step in a process, which pays DTensor's first calls.
+FIRST_FSDP2_ADAM = "opt.fsdp2.first"
 MAX_RUN_PARAMETERS = 2_000_000
 # Adam's update on CPU, seconds per element (a handful of elementwise passes).
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
@@ -166,6 +168,8 @@ def plan_action(
             phase=stage,
         )
     key = f"{kind}.{stage}" if u is None else f"{kind}.u{u}"
+    if key == "opt.fsdp2" and t == 0:
+        key = FIRST_FSDP2_ADAM  # DTensor's first calls: a cost of its own
     return Action(
         action_id, rank, kind, label, cost_key=key, series=stage, step=t, chunk=u, phase=stage
     )
@@ -234,6 +238,8 @@ def estimate(params: ZeroParams, model: CostModel) -> CostModel:
     for stage in STAGES:
         local = params.psi if stage == "ddp" else params.psi / params.ranks
         estimated[f"opt.{stage}"] = rates.adam_seconds(local) + adam * (stage == "fsdp2")
+    first = shape.parameter_tensors * rates.sharded_first_adam_s
+    estimated[FIRST_FSDP2_ADAM] = estimated["opt.fsdp2"] + first
     return replace(model, compute={**model.compute, **estimated})
 
 

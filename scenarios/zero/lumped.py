@@ -6,7 +6,7 @@ the same actions with the same costs, and every collective spans all of them
 lockstep, so rank 0 stands for all N of them (runtime.simulate's
 simulate_lockstep): each action starts when the one before it ends, a compute
 takes its cost over the core share of N ranks computing at once, a collective
-its α-β ring formula. The steps of a stage are identical, so one is worked out
+its α-β ring formula. The steps of a stage are identical (FSDP2's first Adam apart), so one is worked out
 and repeated. A step of many units (a model of thousands of layers) is drawn as
 one bar per kind of action (all the forwards, all the all-reduces…), laid end
 to end: the step ends where its actions one after the other end. The stage's
@@ -62,11 +62,11 @@ def lumped(params: ZeroParams, model: CostModel, plans: dict[str, Plan] | None =
     share = model.core_share(n)
     seconds: dict[tuple[str, int | None, str | None], float] = {}
 
-    def cost(stage: str, item: tuple[str, int | None, str, str]) -> float:
-        kind, u = item[0], item[1]
-        key = (kind, u, stage if u is None else None)  # a unit costs the same in every stage
+    def cost(stage: str, item: tuple[str, int | None, str, str], step: int) -> float:
+        action = plan_action(stage, step, 0, item, numels, group)
+        # A unit costs the same in every stage; FSDP2's first Adam has a key of its own.
+        key = (item[0], item[1], stage if item[1] is None else None, action.cost_key)
         if key not in seconds:
-            action = plan_action(stage, 0, 0, item, numels, group)
             seconds[key] = (
                 model.collective_time(action)
                 if action.is_collective
@@ -81,17 +81,20 @@ def lumped(params: ZeroParams, model: CostModel, plans: dict[str, Plan] | None =
         [barrier] = simulate_lockstep([replace(start, group=group)], model, n, t)
         spans.append(barrier)
         t = barrier.end
-        durations = [cost(stage, item) for item in plan]
+        # Step 0 and the others (the same, but for a first call's cost of its own).
+        firsts = [cost(stage, item, 0) for item in plan]
+        laters = [cost(stage, item, 1) for item in plan]
         if len(plan) <= DRAWN_PER_STEP:  # every action drawn, as the full simulation does
             for step in range(params.steps):
+                durations = laters if step else firsts
                 for item, each in zip(plan, durations, strict=True):
                     spans.append(
                         span_for(plan_action(stage, step, 0, item, numels, group), t, t + each)
                     )
                     t += each
         else:  # one bar per kind of action, the same in every step
-            bars, length = _by_kind(plan, durations)
             for step in range(params.steps):
+                bars, length = _by_kind(plan, laters if step else firsts)
                 for kind, label, begin, end in bars:
                     spans.append(Span(0, kind, label, t + begin, t + end, series=stage, step=step))
                 t += length
@@ -99,7 +102,7 @@ def lumped(params: ZeroParams, model: CostModel, plans: dict[str, Plan] | None =
         f"the {n:,} ranks of a stage run the same actions in lockstep (every collective spans "
         f"them all), so rank 0 stands for all: each action starts when the one before ends, "
         f"a compute takes its cost × max(1, N/cores), a collective its α-β ring formula; the "
-        f"{params.steps} steps of a stage are identical"
+        f"{params.steps} steps of a stage are identical (but FSDP2's first Adam)"
     )
     if any(len(plan) > DRAWN_PER_STEP for plan in plans.values()):
         formula += f"; a step of {len(numels):,} units is drawn one bar per kind of action"

@@ -28,7 +28,6 @@ Engine part: imports torch (rank processes only; the UI never imports this).
 
 from __future__ import annotations
 
-import gc
 import os
 import statistics
 import time
@@ -84,19 +83,6 @@ def warm_up(cfg: GPTConfig, inputs: torch.Tensor, targets: torch.Tensor) -> None
     optimizer.step()
 
 
-def warm_up_fsdp2(cfg: GPTConfig, inputs: torch.Tensor, targets: torch.Tensor, rank: int) -> None:
-    """One untimed FSDP2 step of a throwaway model, on every rank together: DTensor
-    fills its sharding-propagation caches and Adam its per-DTensor paths on their first
-    call (about ten times a steady step here), a once-per-process cost that a benchmark
-    of FSDP2 leaves out as it leaves out the first step of the hand-made stages."""
-    executor = Fsdp2Executor(MiniGPT(cfg), lr=LR)
-    executor.set_batch(inputs, targets)
-    for kind in ("F", "B", "opt"):
-        executor(Action(f"warm-up/{kind}@r{rank}", rank, kind))
-    del executor
-    gc.collect()  # FSDP2's modules hold reference cycles: its buffers go now, not mid-run
-
-
 def shared_reference(
     cfg: GPTConfig, batches: list[tuple], rank: int, mine: tuple
 ) -> list[torch.Tensor]:
@@ -141,8 +127,6 @@ def run_rank(ctx: RankContext[ZeroParams]) -> ZeroResult:
     # collectives: that wait is the fault's, which the simulator adds itself.
     waits_are_costs = not slow_factors(ctx.faults)
 
-    if "fsdp2" in by_stage:
-        warm_up_fsdp2(cfg, *mine[0], rank)
     ctx.start_clock()
     results: dict[str, StageResult] = {}
     baseline = reference
