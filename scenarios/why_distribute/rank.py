@@ -6,8 +6,9 @@ each from the MiniGPT's seed, on the same global batches (`microbatch_size ·
 ranks` sequences a step, a different seed each step):
 
 1. the reference: one process trains on the whole global batch with torch's
-   Adam (rank 0, broadcast to all: the ZeRO lesson's `shared_reference`), and
-   one untimed FSDP2 step on every rank (DTensor's first call: `warm_up_fsdp2`);
+   Adam (rank 0, broadcast to all: the ZeRO lesson's `shared_reference`);
+   FSDP2's first Adam step pays DTensor's first calls, a cost of its own as in
+   the ZeRO lesson (scenarios.zero.lesson.FIRST_FSDP2_ADAM);
 2. `alone`: rank 0 tries a step on its microbatch under the cap and refuses
    when its live tensors go over it (the line names the bytes by category);
 3. `zero3`, `fsdp2`: every rank, its microbatch, the same cap; their parameters
@@ -45,7 +46,7 @@ from scenarios.why_distribute.capped import (
     TorchDDP,
 )
 from scenarios.why_distribute.lesson import WhyParams, WhyResult, cap
-from scenarios.zero.rank import flat_units, max_diff, shared_reference, warm_up_fsdp2
+from scenarios.zero.rank import flat_units, max_diff, shared_reference
 
 LR = 1e-3
 COMPUTE = frozenset({"F", "B", "opt"})
@@ -60,7 +61,6 @@ def run_rank(ctx: RankContext[WhyParams]) -> WhyResult:
     total = params.microbatch_size * world
     batches = [batch(cfg, total, seed=1 + step) for step in range(params.steps)]
     reference = shared_reference(cfg, batches, rank, _mine(batches, world, rank)[0])
-    warm_up_fsdp2(cfg, *_mine(batches, world, rank)[0], rank)  # DTensor's first call, untimed
     share = min(1.0, (os.cpu_count() or 1) / world)  # of a core, while every rank computes
     # Every rank creates every DDP process group, in the same order (torch's rule).
     groups = {s.members: dist.new_group(list(range(s.members))) for s in every.values()}
