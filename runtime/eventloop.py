@@ -14,7 +14,9 @@ Ops (tuples, first item the code):
 - (RECV, channel, reduce_seconds);
 - (SENDRECV, link, alpha, bytes_beta, out_channel, in_channel, reduce_seconds);
 - (COLLECTIVE, group_id, seconds, signature): the members must agree on the
-  signature (kind, bytes).
+  signature (kind, bytes);
+- (WAIT, seconds): the rank is busy without holding a core (I/O: a checkpoint's
+  fsync'ed write waits on the disk, not the CPU).
 `link` and `channel` are any hashable keys: messages on one link queue one
 after another; on one channel they pair in order.
 
@@ -41,7 +43,7 @@ from typing import Any
 
 from runtime.costmodel import CostModel
 
-COMPUTE, SEND, RECV, SENDRECV, COLLECTIVE = range(5)
+COMPUTE, SEND, RECV, SENDRECV, COLLECTIVE, WAIT = range(6)
 
 Op = tuple[Any, ...]
 
@@ -219,6 +221,8 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
             if code == SEND:
                 arrive = post(rank, op, t)
                 end = t if op[5] else arrive
+            elif code == WAIT:
+                end = t + op[1]
             elif code == COLLECTIVE:
                 collective(rank, op, t)
                 return

@@ -10,7 +10,8 @@ free, a compute finishing) are processed in time order, earliest first.
 
 Semantics (the same ones the real engine implements in runtime.worker):
 - compute: CostModel.compute_time is its base duration, the time it takes with
-  a core to itself. When the model has a core count (`cores`), the computing
+  a core to itself. A compute with the `io` arg (a checkpoint's write) waits on a
+  device, not a core: it takes its duration whoever else computes. When the model has a core count (`cores`), the computing
   ranks share those cores as processor sharing: at any instant, if k ranks are
   computing, each progresses at min(1, cores/k) of its base speed, and the
   rates change whenever a compute starts or ends anywhere. A static slow-down
@@ -69,6 +70,7 @@ from runtime.eventloop import (
     RECV,
     SEND,
     SENDRECV,
+    WAIT,
     CollectiveMismatch,
     Op,
     Run,
@@ -180,6 +182,8 @@ class Compiler:
             if key not in self._seconds:
                 self._seconds[key] = model.collective_time(a)
             return (COLLECTIVE, gid, self._seconds[key], (kind, a.bytes))
+        if a.arg("io"):  # waits on a device (the disk), not on a core
+            return (WAIT, model.compute_time(a))
         return (COMPUTE, model.compute_time(a))
 
 
@@ -203,6 +207,8 @@ def simulate_lockstep(
             raise ValueError(f"{action.id}: a lockstep rank has no peer to message")
         if action.is_collective:
             end = t + model.collective_time(action)
+        elif action.arg("io"):
+            end = t + model.compute_time(action)  # waits on the disk, shares no core
         else:
             end = t + model.compute_time(action) / share
         spans.append(span_for(action, t, end))

@@ -47,7 +47,11 @@ if TYPE_CHECKING:
 
 def write_html(outcome: Outcome, path: str | os.PathLike[str]) -> None:
     """Write the self-contained HTML timeline of `outcome` to `path` (atomically)."""
-    write_text_atomic(Path(path), render_html(outcome))
+    page = render_html(outcome)
+    # A lone surrogate (a saved run may carry one in a label) has no UTF-8 form: it is
+    # written as "?" rather than failing the whole export.
+    page = page.encode("utf-8", "replace").decode("utf-8")
+    write_text_atomic(Path(path), page)
 
 
 def render_html(outcome: Outcome) -> str:

@@ -47,7 +47,7 @@ _EXTRA_COLORS = ("#17BECF", "#BCBD22", "#8C564B", "#9467BD", "#7F7F7F", "#2CA02C
 def kind_color(kind: str) -> str:
     if kind in KIND_COLORS:
         return KIND_COLORS[kind]
-    return _EXTRA_COLORS[zlib.crc32(kind.encode()) % len(_EXTRA_COLORS)]
+    return _EXTRA_COLORS[zlib.crc32(kind.encode("utf-8", "surrogatepass")) % len(_EXTRA_COLORS)]
 
 
 def build_figure(outcome: Outcome) -> go.Figure:

@@ -191,7 +191,8 @@ def _step(
         label=f"{label} {k}",
         step=k,
         phase=phase,
-        args=(("op", op),),
+        # A checkpoint waits on the disk, not a core: the simulator shares no core with it.
+        args=(("op", op), ("io", True)) if op == "ckpt" else (("op", op),),
         **more,
     )
 
