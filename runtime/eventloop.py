@@ -17,6 +17,9 @@ Ops (tuples, first item the code):
   signature (kind, bytes);
 - (WAIT, seconds): the rank is busy without holding a core (I/O: a checkpoint's
   fsync'ed write waits on the disk, not the CPU).
+- (UNTIL, seconds, back): the rank idles until `seconds` after the end of its op
+  `back` places earlier (a server waiting for a request's arrival, on a clock that
+  starts where its run did).
 `link` and `channel` are any hashable keys: messages on one link queue one
 after another; on one channel they pair in order.
 
@@ -43,7 +46,7 @@ from typing import Any
 
 from runtime.costmodel import CostModel
 
-COMPUTE, SEND, RECV, SENDRECV, COLLECTIVE, WAIT = range(6)
+COMPUTE, SEND, RECV, SENDRECV, COLLECTIVE, WAIT, UNTIL = range(7)
 
 Op = tuple[Any, ...]
 
@@ -223,6 +226,8 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
                 end = t if op[5] else arrive
             elif code == WAIT:
                 end = t + op[1]
+            elif code == UNTIL:
+                end = max(t, ends[rank][i - op[2]] + op[1])
             elif code == COLLECTIVE:
                 collective(rank, op, t)
                 return

@@ -201,6 +201,18 @@ def duration(default: float, minimum: float | None = None, maximum: float = MAX_
     return _knob("duration", default, minimum=minimum, maximum=maximum)
 
 
+def number(
+    default: float,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    predict_maximum: float | None = None,
+) -> Any:
+    """A real number (a request rate, a fraction); `maximum` bounds a real run."""
+    return _knob(
+        "float", default, minimum=minimum, maximum=maximum, predict_maximum=predict_maximum
+    )
+
+
 def choice(default: str, options: Iterable[str]) -> Any:
     """One of a few names."""
     return _knob("choice", default, choices=tuple(options))

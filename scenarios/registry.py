@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from scenarios.base import Lesson, LessonInfo
 from scenarios.failure_resume.lesson import LESSON as FAILURE_RESUME
+from scenarios.inference.lesson import LESSON as INFERENCE
 from scenarios.pipeline.lesson import LESSON as PIPELINE
 from scenarios.ring_allreduce.lesson import LESSON as RING_ALLREDUCE
 from scenarios.zero.lesson import LESSON as ZERO
 
 LESSONS: dict[str, Lesson] = {
-    lesson.name: lesson for lesson in (RING_ALLREDUCE, ZERO, PIPELINE, FAILURE_RESUME)
+    lesson.name: lesson for lesson in (RING_ALLREDUCE, ZERO, PIPELINE, FAILURE_RESUME, INFERENCE)
 }
 
 PLANNED = (
@@ -51,16 +52,6 @@ PLANNED = (
         {
             "es": "Escalado de la pérdida y buckets de DDP que solapan la comunicación.",
             "en": "Loss scaling and DDP buckets that overlap communication.",
-        },
-        False,
-    ),
-    LessonInfo(
-        7,
-        "inference",
-        {"es": "Inferencia distribuida", "en": "Distributed inference"},
-        {
-            "es": "Decodificación TP/PP, caché KV, réplicas y un SLO de latencia.",
-            "en": "TP/PP decode, KV cache, replicas and a latency SLO.",
         },
         False,
     ),
