@@ -13,7 +13,8 @@ ranks (scenarios.inference.rank) and the simulator run the same steps:
   (row-parallel output projection), the MLP's compute, another all-reduce;
   then the head's compute over each sequence's last position and an
   all-gather of the vocab-parallel logits: 2·layers all-reduces and one
-  all-gather per iteration (Megatron-LM's TP, decoding);
+  all-gather per iteration (Megatron-LM's TP, decoding), both the project's
+  hand-made rings (runtime.comm), timed and refined like every ring;
 - pp: a stage receives the activations, computes its layers, sends them on
   (non-blocking, as pipelines do); the last stage samples and sends the
   tokens that feed back to the first stage (one channel per virtual engine);
@@ -166,7 +167,7 @@ def _tensor_parallel(w: _Writer, ranks: tuple[int, ...], k: int, it: Iteration) 
                         label=f"all-reduce L{layer}.{part}",
                         group=ranks,
                         bytes=work.tokens * shape.hidden * FP32,
-                        algorithm="builtin",
+                        algorithm="ring",
                         args=(("iteration", k), ("part", part), ("layer", layer)),
                     )
         head = w.compute(rank, k, it, "head", -1, part_seconds(shape, device, "head", work, tp))
@@ -180,7 +181,7 @@ def _tensor_parallel(w: _Writer, ranks: tuple[int, ...], k: int, it: Iteration) 
                 label="all-gather logits",
                 group=ranks,
                 bytes=work.outs * shape.vocab * FP32,
-                algorithm="builtin",
+                algorithm="ring",
                 args=(("iteration", k), ("part", "head"), ("layer", -1)),
             )
         if rank == ranks[0]:

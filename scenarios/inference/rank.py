@@ -33,6 +33,7 @@ from itertools import groupby
 import torch
 import torch.distributed as dist
 
+from runtime.comm import Comm, ring_all_gather, ring_all_reduce
 from runtime.models import GPTConfig, MiniGPT
 from runtime.program import Action
 from runtime.worker import RankContext
@@ -69,6 +70,7 @@ class Server:
         self.x: torch.Tensor | None = None
         self.pending: torch.Tensor | None = None
         self.local_logits: torch.Tensor | None = None
+        self.comm = Comm()  # the hand-made rings of TP, counting their bytes
         self.sends: list[tuple[dist.Work, torch.Tensor]] = []
         self.origin = 0.0
         self.cpu: dict[str, list[float]] = {"prefill": [], "decode": []}
@@ -115,18 +117,20 @@ class Server:
                 time.sleep(delay)
         elif kind in ("prefill", "decode"):
             start = time.process_time()
-            with torch.inference_mode():
+            with torch.no_grad():
                 self.compute(action)
             self.cpu[kind].append((time.process_time() - start) / max(action.work, 1e-12))
         elif kind == "all_reduce":
             assert self.pending is not None and self.x is not None
-            dist.all_reduce(self.pending)
+            ring_all_reduce(self.pending, self.comm)
             self.x = self.x + self.pending
         elif kind == "all_gather":
             assert self.local_logits is not None
-            parts = [torch.empty_like(self.local_logits) for _ in self.ranks]
-            dist.all_gather(parts, self.local_logits)
-            self.sample(self.iteration(action), torch.cat(parts, dim=1))
+            local = self.local_logits
+            n = len(self.ranks)
+            flat = ring_all_gather(local.reshape(-1), [local.numel()] * n, self.comm)
+            gathered = flat.view(n, *local.shape).permute(1, 0, 2).reshape(local.shape[0], -1)
+            self.sample(self.iteration(action), gathered)
         elif kind == "send":
             tensor = self.outgoing(action)
             self.sends.append((dist.isend(tensor, action.dst, tag=action.tag), tensor))
@@ -213,7 +217,7 @@ def run_rank(ctx: RankContext[InferenceParams]) -> InferenceResult:
     by_series = {s: list(acts) for s, acts in groupby(ctx.actions, key=lambda a: a.series)}
     servers = {index.series: Server(ctx, index, model) for index in indexes}
     references: dict[str, dict[int, list[int]]] = {}
-    with torch.inference_mode():
+    with torch.no_grad():
         for series, server in servers.items():
             references[series] = {
                 rid: greedy_reference(model, server.requests[rid].prompt,
