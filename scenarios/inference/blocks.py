@@ -55,6 +55,8 @@ class Table:
     blocks: list[int] = field(default_factory=list)
     filled: int = 0  # positions written
     need: int = 0  # blocks it will hold at its longest
+    names: list[int] = field(default_factory=list)  # its prompt's full blocks' names
+    frozen: tuple[int, ...] | None = None  # `blocks` as a tuple, while it has not grown
 
 
 class BlockManager:
@@ -71,6 +73,8 @@ class BlockManager:
         self.by_name: dict[int, int] = {}  # hash -> block (in use or evictable)
         self.evictable: OrderedDict[int, None] = OrderedDict()  # LRU: oldest first
         self.tables: dict[int, Table] = {}
+        self.written = 0  # token slots written in blocks in use (kept as they change)
+        self.held = 0  # blocks in use (a reference count above 0)
 
     # -- what fits ---------------------------------------------------------------------
     @property
@@ -107,6 +111,7 @@ class BlockManager:
         """Start sequence `seq`: share its cached leading blocks; returns how many prompt
         tokens it skips (the prefix hit)."""
         table = Table(need=blocks_for(positions, self.block_size))
+        table.names = block_hashes(prompt, self.block_size)
         for block in self.hits(prompt):
             self._take(block)
             table.blocks.append(block)
@@ -114,28 +119,36 @@ class BlockManager:
         self.tables[seq] = table
         return table.filled
 
-    def write(self, seq: int, prompt: Sequence[int], count: int) -> list[int]:
+    def write(self, seq: int, prompt: Sequence[int], count: int) -> tuple[int, ...]:
         """Sequence `seq` writes `count` more positions; returns its block table. Prompt
         blocks that become full get their name (prefix caching)."""
         table = self.tables[seq]
         bs = self.block_size
-        names = block_hashes(prompt, bs)
+        names = table.names
+        blocks = table.blocks
         for _ in range(count):
             index, slot = divmod(table.filled, bs)
-            if index == len(table.blocks):
-                table.blocks.append(self._allocate())
-            block = table.blocks[index]
-            self.fill[block] = max(self.fill[block], slot + 1)
+            if index == len(blocks):
+                blocks.append(self._allocate())
+                table.frozen = None
+            block = blocks[index]
+            if slot + 1 > self.fill[block]:
+                self.written += slot + 1 - self.fill[block]
+                self.fill[block] = slot + 1
             table.filled += 1
             if slot == bs - 1 and index < len(names) and block not in self.name:
                 self._name(block, names[index])
-        return list(table.blocks)
+        if table.frozen is None or len(table.frozen) != len(blocks):
+            table.frozen = tuple(blocks)  # kept: most iterations add no block
+        return table.frozen
 
     def finish(self, seq: int) -> None:
         """Sequence `seq` is done: its blocks go back (named ones stay, evictable)."""
         for block in self.tables.pop(seq).blocks:
             self.ref[block] -= 1
             if self.ref[block] == 0:
+                self.held -= 1
+                self.written -= self.fill[block]
                 if block in self.name:
                     self.evictable[block] = None
                 else:
@@ -146,13 +159,14 @@ class BlockManager:
     def used_slots(self) -> tuple[int, int]:
         """(token slots written, token slots allocated) in blocks in use: a shared block
         counts once."""
-        blocks = {b for t in self.tables.values() for b in t.blocks}
-        return sum(self.fill[b] for b in blocks), len(blocks) * self.block_size
+        return self.written, self.held * self.block_size
 
     # -- internals --------------------------------------------------------------------------
     def _take(self, block: int) -> None:
         if self.ref[block] == 0:
             self.evictable.pop(block, None)
+            self.held += 1
+            self.written += self.fill[block]
         self.ref[block] += 1
 
     def _allocate(self) -> int:
@@ -163,6 +177,7 @@ class BlockManager:
             del self.by_name[self.name.pop(block)]
             self.fill[block] = 0
         self.ref[block] = 1
+        self.held += 1
         return block
 
     def _name(self, block: int, h: int) -> None:

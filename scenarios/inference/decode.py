@@ -84,7 +84,9 @@ class Shard:
         self.embedding = model.embedding if first else None
         vocab = model.cfg.vocab // tp
         self.head_ln = model.head.ln if last else None
-        self.head_w = model.head.proj.weight.detach()[rank * vocab : (rank + 1) * vocab] if last else None
+        self.head_w = (
+            model.head.proj.weight.detach()[rank * vocab : (rank + 1) * vocab] if last else None
+        )
         self.block_size = block_size
         some = next(iter(self.layers.values()))
         shape = (blocks, block_size, some.heads, some.head_dim)

@@ -28,23 +28,36 @@ from functools import lru_cache
 from runtime.costmodel import CostModel
 from runtime.program import Program
 from runtime.trace import Timeline
-from scenarios.base import Hooks, Lesson, Lumped, RankResult, RunData
-from scenarios.inference.blocks import blocks_for
+from scenarios.base import Hooks, Lesson, RankResult, RunData
 from scenarios.inference import predict as predicting
-from scenarios.inference.latency import Served, occupancy, served
-from scenarios.inference.search import search
-from scenarios.inference.plan import MODES, Clock, Plan, Serving, plan
-from scenarios.inference.program import SeriesIndex, kv_bytes_per_block, write_series
+from scenarios.inference import report
+from scenarios.inference.blocks import blocks_for
+from scenarios.inference.plan import MODES, Clock, Serving, plan
+from scenarios.inference.program import SeriesIndex, write_series
 from scenarios.inference.router import ROUTERS
-from scenarios.inference.stepmodel import DTYPE_BYTES, Device, Shape, planning_device
+from scenarios.inference.stepmodel import DTYPE_BYTES, Shape, planning_device
 from scenarios.inference.trace import LENGTHS, TraceSpec, longest_context, make_trace
 from scenarios.metrics import Metric
-from scenarios.params import Mode, ParamError, Params, choice, choices, count, duration
-from scenarios.params import integer, number
+from scenarios.params import (
+    Mode,
+    ParamError,
+    Params,
+    choice,
+    choices,
+    count,
+    duration,
+    integer,
+    number,
+)
 from scenarios.shape import GPTShape
 from scenarios.texts import load_texts
 
 MAX_RUN_PARAMETERS = 500_000
+# `predict` plans every token of every mode's trace (about 7 us per sequence step):
+# this many output tokens, over the modes, plan in a fraction of a second.
+MAX_PREDICT_TOKENS = 30_000
+# ... and writes every position of every request in its block table: this many at most.
+MAX_PREDICT_POSITIONS = 400_000
 
 
 # -- parameters -------------------------------------------------------------------------
@@ -69,7 +82,7 @@ class InferenceParams(Params):
     tpot_slo: float = duration(0.02, 0.0)
     attainment: float = number(0.9, 0.0, 1.0)
     kv_block: int = integer(8, 1, 64, 1024)
-    kv_blocks: int = integer(128, 1, 4096, 1 << 30)
+    kv_blocks: int = integer(128, 1, 4096, 1 << 20)
     seed: int = integer(0, 0, 2**31 - 1)
     model: GPTShape = GPTShape(
         layers=2, hidden=64, heads=4, seq=64, vocab=64, run_limit=MAX_RUN_PARAMETERS
@@ -88,30 +101,66 @@ class InferenceParams(Params):
         for m in self.mode:
             degree = self.degree(m)
             if mode == "run" and degree != self.ranks:
-                raise ParamError(m, f"{m}={degree}: a real run of mode {m} uses every rank "
-                                 f"({self.ranks}); leave {m} out or give --ranks {degree}")
+                raise ParamError(
+                    m,
+                    f"{m}={degree}: a real run of mode {m} uses every rank "
+                    f"({self.ranks}); leave {m} out or give --ranks {degree}",
+                )
         shape = self.shape
         tp = self.degree("tp") if "tp" in self.mode else 1
         if shape.heads % tp or shape.vocab % tp:
-            raise ParamError("tp", f"tp={tp}: must divide heads={shape.heads} and "
-                             f"vocab={shape.vocab} (each rank holds whole heads and "
-                             "an equal slice of the vocabulary)")
+            raise ParamError(
+                "tp",
+                f"tp={tp}: must divide heads={shape.heads} and "
+                f"vocab={shape.vocab} (each rank holds whole heads and "
+                "an equal slice of the vocabulary)",
+            )
         if "pp" in self.mode and self.degree("pp") > shape.layers:
             raise ParamError("pp", f"pp={self.degree('pp')}: at most layers={shape.layers} stages")
+        if (
+            mode == "predict"
+            and self.requests * self.output_len * len(self.mode) > MAX_PREDICT_TOKENS
+        ):
+            raise ParamError(
+                "requests",
+                f"requests={self.requests}: requests x output_len x "
+                f"modes is at most {MAX_PREDICT_TOKENS:,} in predict, which plans "
+                "every token (fewer requests or a shorter output)",
+            )
         longest = longest_context(self.trace_spec)
+        if mode == "predict" and self.requests * longest > MAX_PREDICT_POSITIONS:
+            raise ParamError(
+                "prompt_len",
+                f"requests x longest request ({self.requests} x "
+                f"{longest} positions) is at most {MAX_PREDICT_POSITIONS:,} in "
+                "predict, which places every position in the KV cache",
+            )
         if longest > shape.seq:
-            raise ParamError("prompt_len", f"a request may take {longest} positions (prefix, "
-                             f"prompt and output) but the model's context is seq={shape.seq}")
+            raise ParamError(
+                "prompt_len",
+                f"a request may take {longest} positions (prefix, "
+                f"prompt and output) but the model's context is seq={shape.seq}",
+            )
         if blocks_for(longest, self.kv_block) > self.kv_blocks:
-            raise ParamError("kv_blocks", f"kv_blocks={self.kv_blocks}: the longest request "
-                             f"needs {blocks_for(longest, self.kv_block)} blocks of {self.kv_block}")
+            raise ParamError(
+                "kv_blocks",
+                f"kv_blocks={self.kv_blocks}: the longest request "
+                f"needs {blocks_for(longest, self.kv_block)} blocks of {self.kv_block}",
+            )
         if mode == "run":
-            minigpt = (self.kv_heads in (0, shape.heads), self.head_dim in (0, shape.head_dim),
-                       self.dtype == "fp32", self.params == "auto")
+            minigpt = (
+                self.kv_heads in (0, shape.heads),
+                self.head_dim in (0, shape.head_dim),
+                self.dtype == "fp32",
+                self.params == "auto",
+            )
             if not all(minigpt):
                 name = ("kv_heads", "head_dim", "dtype", "params")[minigpt.index(False)]
-                raise ParamError(name, f"{name}: a real run serves the fp32 MiniGPT (kv_heads = "
-                                 "heads, head_dim = hidden/heads); other shapes are for predict")
+                raise ParamError(
+                    name,
+                    f"{name}: a real run serves the fp32 MiniGPT (kv_heads = "
+                    "heads, head_dim = hidden/heads); other shapes are for predict",
+                )
 
     def degree(self, mode: str) -> int:
         """Ranks a mode spans: its own knob, or every rank."""
@@ -134,13 +183,28 @@ class InferenceParams(Params):
 
     @property
     def trace_spec(self) -> TraceSpec:
-        return TraceSpec(self.requests, self.rate, self.prompt_len, self.output_len,
-                         self.lengths, self.prefixes, self.prefix_len, self.model.vocab, self.seed)
+        return TraceSpec(
+            self.requests,
+            self.rate,
+            self.prompt_len,
+            self.output_len,
+            self.lengths,
+            self.prefixes,
+            self.prefix_len,
+            self.model.vocab,
+            self.seed,
+        )
 
     def serving(self, mode: str) -> Serving:
-        return Serving.of_mode(mode, self.degree(mode), batching=self.batching,
-                               router=self.router, max_batch=self.max_batch,
-                               kv_block=self.kv_block, kv_blocks=self.kv_blocks)
+        return Serving.of_mode(
+            mode,
+            self.degree(mode),
+            batching=self.batching,
+            router=self.router,
+            max_batch=self.max_batch,
+            kv_block=self.kv_block,
+            kv_blocks=self.kv_blocks,
+        )
 
 
 @dataclass(frozen=True)
@@ -191,45 +255,6 @@ def estimate(params: InferenceParams, model: CostModel) -> CostModel:
 
 
 # -- metrics --------------------------------------------------------------------------------------
-def read_timeline(index: SeriesIndex, timeline: Timeline) -> Served:
-    ends = {s.action_id: s.end for s in timeline.spans if s.action_id}
-    token_time = [ends[m] for m in index.marker]
-    origin = [ends[index.anchor[r]] for r in index.arrival_rank]
-    return served(index.plan, token_time, origin)
-
-
-def serving_metrics(
-    params: InferenceParams, series: str, plan: Plan, measured: Served | None, predicted: Served
-) -> list[Metric]:
-    """The latency, throughput and SLO metrics of one mode, measured beside predicted."""
-    slo = (params.ttft_slo, params.tpot_slo)
-    out = []
-    for which in ("ttft", "tpot"):
-        for q in (50, 99):
-            value = measured.p(which, q) if measured else None
-            out.append(Metric(f"{which}_p{q}_s", "s", value, predicted.p(which, q), series=series))
-    pairs = (
-        ("throughput_tokens_s", "number", lambda s: s.throughput),
-        ("goodput_rps", "number", lambda s: s.goodput(*slo)),
-        ("slo_attainment", "fraction", lambda s: s.attainment(*slo)),
-    )
-    for name, unit, read in pairs:
-        out.append(Metric(name, unit, read(measured) if measured else None, read(predicted),
-                          series=series))
-    occ = occupancy(plan)
-    shape, serving = params.shape, plan.serving
-    per_block = kv_bytes_per_block(shape, serving.tp, shape.layers // serving.pp, serving.kv_block)
-    out += [
-        Metric("meets_slo", "flag", predicted.attainment(*slo) >= params.attainment, series=series),
-        Metric("kv_bytes_per_rank", "bytes", None,
-               occ.peak_slots // serving.kv_block * per_block, series=series, category="buffers"),
-        Metric("kv_waste_fraction", "fraction", occ.paged_waste, series=series),
-        Metric("kv_waste_fraction_contiguous", "fraction", occ.contiguous_waste, series=series),
-        Metric("prefix_hit_tokens", "count", sum(it.hits for it in plan.iterations), series=series),
-    ]
-    return out
-
-
 def metrics(
     params: InferenceParams, predicted: Timeline, run: RunData[InferenceResult] | None
 ) -> list[Metric]:
@@ -240,68 +265,40 @@ def metrics(
     ]
     for index in layout(params)[1]:
         s = index.series
-        measured = read_timeline(index, run.measured) if run else None
-        out += serving_metrics(params, s, index.plan, measured, read_timeline(index, predicted))
-        decode = [n for it, n in zip(index.plan.iterations, index.collectives, strict=True)
-                  if not it.prefill]
+        measured = report.read_timeline(index, run.measured) if run else None
+        out += report.serving_metrics(
+            params, s, index.plan, measured, report.read_timeline(index, predicted)
+        )
+        decode = [
+            n
+            for it, n in zip(index.plan.iterations, index.collectives, strict=True)
+            if not it.prefill
+        ]
         per_step = decode[0] if decode else 0
-        seen = _collectives_seen(index, run.measured) if run else None
+        seen = report.collectives_seen(index, run.measured) if run else None
         out.append(Metric("collectives_per_decode_step", "count", seen, per_step, series=s))
         if run is None:
             continue
         mine = [r.series[s] for r in run.results if s in r.series]
         bad = sorted({rid for r in mine for rid in r.mismatched})
         out += [
-            Metric("tokens_equal_reference", "flag", not bad and sum(r.answered for r in mine) > 0,
-                   series=s),
+            Metric(
+                "tokens_equal_reference",
+                "flag",
+                not bad and sum(r.answered for r in mine) > 0,
+                series=s,
+            ),
             Metric("requests_answered", "count", sum(r.answered for r in mine), series=s),
-            Metric("kv_pool_bytes", "bytes", [r.kv_pool_bytes for r in mine], series=s,
-                   per="rank", category="buffers"),
+            Metric(
+                "kv_pool_bytes",
+                "bytes",
+                [r.kv_pool_bytes for r in mine],
+                series=s,
+                per="rank",
+                category="buffers",
+            ),
         ]
     return out
-
-
-def _collectives_seen(index: SeriesIndex, timeline: Timeline) -> float | None:
-    """Collectives per decode iteration on the first rank, counted off the spans."""
-    decode = {k for k, it in enumerate(index.plan.iterations) if not it.prefill}
-    if not decode:
-        return None
-    first = min(index.anchor)
-    seen = sum(1 for sp in timeline.spans
-               if sp.series == index.series and sp.rank == first and sp.step in decode
-               and sp.kind in ("all_reduce", "all_gather"))
-    return seen / len(decode)
-
-
-def lump(params: InferenceParams, model: CostModel) -> Lumped:
-    """`predict`: each mode's trace planned on the profile's clock, and the config search."""
-    device = Device.of(model)
-    requests = make_trace(params.trace_spec)
-    plans = [(m, plan(params.shape, device, params.serving(m), requests)) for m in params.mode]
-    timeline, _ = predicting.draw(plans)
-    shape = params.shape
-    out = [
-        Metric("kv_bytes_per_token", "bytes", shape.kv_bytes_per_token),
-        Metric("parameters", "count", int(shape.parameters)),
-    ]
-    for series, planned in plans:
-        n = len(planned.iterations)
-        result = served(planned, [it.end for it in planned.iterations], [0.0] * n)
-        out += serving_metrics(params, series, planned, None, result)
-        tp = planned.serving.tp
-        per_step = 2 * shape.layers + 1 if tp > 1 else 0
-        out.append(Metric("collectives_per_decode_step", "count", None, per_step, series=series))
-    slo = (params.ttft_slo, params.tpot_slo)
-    found = search(shape, device, requests, params.gpus, slo, kv_block=params.kv_block,
-                   default_blocks=params.kv_blocks, rate=params.rate,
-                   batching=params.batching)
-    meeting = [f for f in found if f.attainment >= params.attainment]
-    out += [
-        Metric("configs_searched", "count", len(found)),
-        Metric("configs_meeting_slo", "count", len(meeting)),
-        Metric("best_configs", "text", [f.describe(params.price) for f in meeting[:5]] or None),
-    ]
-    return Lumped(timeline, predicting.FORMULA, out)
 
 
 def tokens(params: InferenceParams) -> tuple[str, float]:
@@ -309,7 +306,7 @@ def tokens(params: InferenceParams) -> tuple[str, float]:
 
 
 RANK_ENTRY = "scenarios.inference.rank:run_rank"  # torch: never imported here
-HOOKS = Hooks(estimate, "prefill and decode step scales", lump=lump, items=tokens)
+HOOKS = Hooks(estimate, "prefill and decode step scales", lump=predicting.lump, items=tokens)
 LESSON = Lesson(
     "inference", 7, TEXTS, InferenceParams, InferenceResult, build, metrics, RANK_ENTRY, HOOKS
 )

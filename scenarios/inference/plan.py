@@ -91,7 +91,9 @@ class Clock:
         """One iteration on stage s (the whole model when pp = 1), TP comm included."""
         tp, last = self.serving.tp, s == self.serving.pp - 1
         count = len(self.layers[s])
-        compute = slice_seconds(self.shape, self.device, work, count, embed=s == 0, head=last, tp=tp)
+        compute = slice_seconds(
+            self.shape, self.device, work, count, embed=s == 0, head=last, tp=tp
+        )
         return compute + tp_comm_seconds(self.shape, self.device, work, count, tp, last)
 
     def hop(self, work: Work) -> float:
@@ -122,9 +124,7 @@ class Plan:
         return [it for it in self.iterations if it.engine == engine]
 
 
-def plan(
-    shape: Shape, device: Device, serving: Serving, requests: tuple[Request, ...]
-) -> Plan:
+def plan(shape: Shape, device: Device, serving: Serving, requests: tuple[Request, ...]) -> Plan:
     """The scheduler's iterations for `requests` on `serving` (replicas of tp groups, or
     one pipeline of tp groups), timed by `device`."""
     by_id = {r.id: r for r in requests}

@@ -13,9 +13,23 @@ Pure: stdlib and the lesson's pure modules.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from runtime.costmodel import CostModel
 from runtime.trace import Span, Timeline
-from scenarios.inference.plan import Plan
+from scenarios.base import Lumped
+from scenarios.inference.latency import served
+from scenarios.inference.plan import Plan, plan
 from scenarios.inference.program import requests_label
+from scenarios.inference.report import serving_metrics
+from scenarios.inference.search import kv_blocks, search, trace_blocks
+from scenarios.inference.stepmodel import Device
+from scenarios.inference.trace import make_trace
+from scenarios.metrics import Metric
+
+if TYPE_CHECKING:
+    from scenarios.inference.lesson import InferenceParams
 
 MAX_SPANS = 20_000
 FORMULA = (
@@ -41,7 +55,71 @@ def draw(plans: list[tuple[str, Plan]]) -> tuple[Timeline, list[float]]:
             for s, (start, end) in enumerate(it.stages):
                 first = (it.engine * serving.pp + s) * tp if serving.pp == 1 else s * tp
                 for rank in range(first, first + tp):
-                    spans.append(Span(rank, kind, requests_label(it), offset + start,
-                                      offset + end, series=series, step=k, stage=s))
+                    spans.append(
+                        Span(
+                            rank,
+                            kind,
+                            requests_label(it),
+                            offset + start,
+                            offset + end,
+                            series=series,
+                            step=k,
+                            stage=s,
+                        )
+                    )
         offset += max((it.end for it in planned.iterations), default=0.0)
     return Timeline(spans=spans), offsets
+
+
+def lump(params: InferenceParams, model: CostModel) -> Lumped:
+    """`predict`: each mode's trace planned on the profile's clock, and the config search."""
+    device = Device.of(model)
+    requests = make_trace(params.trace_spec)
+    shape = params.shape
+    out = [
+        Metric("kv_bytes_per_token", "bytes", shape.kv_bytes_per_token),
+        Metric("parameters", "count", int(shape.parameters)),
+    ]
+    plans = []
+    for m in params.mode:
+        serving = params.serving(m)
+        blocks = kv_blocks(
+            shape,
+            device,
+            serving.tp,
+            serving.pp,
+            serving.kv_block,
+            params.kv_blocks,
+            trace_blocks(requests, serving.kv_block),
+        )
+        out.append(Metric("weights_fit", "flag", blocks > 0, series=m))
+        if blocks > 0:
+            serving = replace(serving, kv_blocks=blocks)
+            plans.append((m, plan(shape, device, serving, requests)))
+    timeline, _ = draw(plans)
+    for series, planned in plans:
+        n = len(planned.iterations)
+        result = served(planned, [it.end for it in planned.iterations], [0.0] * n)
+        out += serving_metrics(params, series, planned, None, result)
+        tp = planned.serving.tp
+        per_step = 2 * shape.layers + 1 if tp > 1 else 0
+        out.append(Metric("collectives_per_decode_step", "count", None, per_step, series=series))
+    slo = (params.ttft_slo, params.tpot_slo)
+    found = search(
+        shape,
+        device,
+        requests,
+        params.gpus,
+        slo,
+        kv_block=params.kv_block,
+        default_blocks=params.kv_blocks,
+        rate=params.rate,
+        batching=params.batching,
+    )
+    meeting = [f for f in found if f.attainment >= params.attainment]
+    out += [
+        Metric("configs_searched", "count", len(found)),
+        Metric("configs_meeting_slo", "count", len(meeting)),
+        Metric("best_configs", "text", [f.describe(params.price) for f in meeting[:5]] or None),
+    ]
+    return Lumped(timeline, FORMULA, out)

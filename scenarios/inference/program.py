@@ -98,7 +98,9 @@ class _Writer:
             )
         )
 
-    def compute(self, rank: int, k: int, it: Iteration, part: str, layer: int, seconds: float) -> str:
+    def compute(
+        self, rank: int, k: int, it: Iteration, part: str, layer: int, seconds: float
+    ) -> str:
         key = "prefill" if it.prefill else "decode"
         name = f"L{layer}.{part}" if layer >= 0 else part
         return self.add(
@@ -200,25 +202,59 @@ def _pipeline(w: _Writer, ranks: tuple[int, ...]) -> None:
         activation = work.tokens * clock.shape.hidden * FP32
         back = feeding.pop(it.engine, 0)
         if back:
-            w.add(first, k, "tokens.recv", "recv", it, label="tokens back", src=last,
-                  bytes=back * TOKEN_BYTES, args=(("iteration", k), ("tag", 1 + it.engine)))
+            w.add(
+                first,
+                k,
+                "tokens.recv",
+                "recv",
+                it,
+                label="tokens back",
+                src=last,
+                bytes=back * TOKEN_BYTES,
+                args=(("iteration", k), ("tag", 1 + it.engine)),
+            )
         for s, rank in enumerate(ranks):
             if s == 0:
                 w.wait(rank, k, it)
             else:
-                w.add(rank, k, "act.recv", "recv", it, label="activations", src=ranks[s - 1],
-                      bytes=activation, args=(("iteration", k), ("tag", 0)))
+                w.add(
+                    rank,
+                    k,
+                    "act.recv",
+                    "recv",
+                    it,
+                    label="activations",
+                    src=ranks[s - 1],
+                    bytes=activation,
+                    args=(("iteration", k), ("tag", 0)),
+                )
             marker = w.compute(rank, k, it, "stage", -1, clock.stage(s, work))
             if s < len(ranks) - 1:
-                w.add(rank, k, "act.send", "send", it, label="activations", dst=ranks[s + 1],
-                      bytes=activation,
-                      args=(("iteration", k), ("tag", 0), ("nonblocking", True)))
+                w.add(
+                    rank,
+                    k,
+                    "act.send",
+                    "send",
+                    it,
+                    label="activations",
+                    dst=ranks[s + 1],
+                    bytes=activation,
+                    args=(("iteration", k), ("tag", 0), ("nonblocking", True)),
+                )
         fed = sum(1 for p in it.pieces if p.feeds_back)
         if fed:
             feeding[it.engine] = fed
-            w.add(last, k, "tokens.send", "send", it, label="tokens back", dst=first,
-                  bytes=fed * TOKEN_BYTES,
-                  args=(("iteration", k), ("tag", 1 + it.engine), ("nonblocking", True)))
+            w.add(
+                last,
+                k,
+                "tokens.send",
+                "send",
+                it,
+                label="tokens back",
+                dst=first,
+                bytes=fed * TOKEN_BYTES,
+                args=(("iteration", k), ("tag", 1 + it.engine), ("nonblocking", True)),
+            )
         w.index.marker.append(marker)
         w.index.arrival_rank.append(first)
         w.index.collectives.append(0)
@@ -226,4 +262,11 @@ def _pipeline(w: _Writer, ranks: tuple[int, ...]) -> None:
 
 def kv_bytes_per_block(shape: Shape, serving_tp: int, layers: int, block: int) -> int:
     """One rank's bytes for one KV block: its layers, its KV heads."""
-    return 2 * layers * shape.kv_heads_per_rank(serving_tp) * shape.head_dim * block * shape.dtype_bytes
+    return (
+        2
+        * layers
+        * shape.kv_heads_per_rank(serving_tp)
+        * shape.head_dim
+        * block
+        * shape.dtype_bytes
+    )

@@ -62,8 +62,16 @@ class Server:
             mine, first, last = range(layers), True, True
         tp = serving.tp
         self.tp_group = tuple(self.ranks) if tp > 1 else None
-        self.shard = Shard(model, mine, tp=tp, rank=self.position if tp > 1 else 0, first=first,
-                           last=last, blocks=serving.kv_blocks, block_size=serving.kv_block)
+        self.shard = Shard(
+            model,
+            mine,
+            tp=tp,
+            rank=self.position if tp > 1 else 0,
+            first=first,
+            last=last,
+            blocks=serving.kv_blocks,
+            block_size=serving.kv_block,
+        )
         self.requests = {r.id: r for r in plan.requests}
         self.tokens: dict[int, list[int]] = {}  # request -> tokens generated (where sampled)
         self.next_input: dict[int, int] = {}  # request -> its next input token
@@ -197,8 +205,9 @@ class Server:
         buffer = torch.empty(action.bytes // 8, dtype=torch.int64)
         dist.recv(buffer, action.src, tag=action.tag)
         engine = action.tag - 1
-        previous = [i for i in self.index.plan.iterations[: action.arg("iteration")]
-                    if i.engine == engine][-1]
+        previous = [
+            i for i in self.index.plan.iterations[: action.arg("iteration")] if i.engine == engine
+        ][-1]
         feeding = [p.request for p in previous.pieces if p.feeds_back]
         for rid, token in zip(feeding, buffer.tolist(), strict=True):
             self.next_input[rid] = token
@@ -220,8 +229,9 @@ def run_rank(ctx: RankContext[InferenceParams]) -> InferenceResult:
     with torch.no_grad():
         for series, server in servers.items():
             references[series] = {
-                rid: greedy_reference(model, server.requests[rid].prompt,
-                                      server.requests[rid].output_len)
+                rid: greedy_reference(
+                    model, server.requests[rid].prompt, server.requests[rid].output_len
+                )
                 for rid in server.answers()
             }
     ctx.start_clock()

@@ -144,11 +144,15 @@ class Engine:
             else:
                 start, count, made = len(req.prompt) + self.made[rid] - 1, 1, self.made[rid] + 1
             table = self.blocks.write(rid, req.prompt, count)
-            planned.append((rid, start, count, tuple(table), made))
+            planned.append((rid, start, count, table, made))
         for rid in newcomers:
             self.made[rid] = 0
         if self.static:
-            leaving = {rid for rid, *_ in planned} if max(m for *_, m in planned) >= self.target else set()
+            leaving = (
+                {rid for rid, *_ in planned}
+                if max(m for *_, m in planned) >= self.target
+                else set()
+            )
         else:
             leaving = {rid for rid, *_, made in planned if made >= self.requests[rid].output_len}
         pieces = tuple(
@@ -241,7 +245,10 @@ class _Clients:
         self.answered: list[list[float]] = [[] for _ in range(engines)]
 
     def outstanding(self, t: float) -> list[int]:
-        return [n - sum(1 for a in done if a <= t) for n, done in zip(self.routed, self.answered, strict=True)]
+        return [
+            n - sum(1 for a in done if a <= t)
+            for n, done in zip(self.routed, self.answered, strict=True)
+        ]
 
     def answer(self, engine: int, decided: Decision, t: float) -> None:
         self.answered[engine] += [t] * sum(1 for p in decided.pieces if p.done)
