@@ -131,14 +131,14 @@ class InferenceParams(Params):
         if mode == "predict" and self.requests * longest > MAX_PREDICT_POSITIONS:
             raise ParamError(
                 "prompt_len",
-                f"requests x longest request ({self.requests} x "
+                f"prompt_len={self.prompt_len}: requests x longest request ({self.requests} x "
                 f"{longest} positions) is at most {MAX_PREDICT_POSITIONS:,} in "
                 "predict, which places every position in the KV cache",
             )
         if longest > shape.seq:
             raise ParamError(
                 "prompt_len",
-                f"a request may take {longest} positions (prefix, "
+                f"prompt_len={self.prompt_len}: a request may take {longest} positions (prefix, "
                 f"prompt and output) but the model's context is seq={shape.seq}",
             )
         if blocks_for(longest, self.kv_block) > self.kv_blocks:

@@ -121,10 +121,10 @@ def write_series(
 ) -> SeriesIndex:
     """Append one series (a mode's planned run) to `program` on `ranks`."""
     index = SeriesIndex(series, plan)
+    writer = _Writer(program, series, clock, index)  # `until` counts from the barrier
     for action in barriers(f"{series}:start", ranks, series=series, phase="start"):
         program.add(action)
         index.anchor[action.rank] = action.id
-    writer = _Writer(program, series, clock, index)
     serving = plan.serving
     if serving.pp > 1:
         _pipeline(writer, ranks)
