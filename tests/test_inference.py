@@ -21,7 +21,7 @@ from scenarios.inference.blocks import BlockManager
 from scenarios.inference.latency import occupancy, served
 from scenarios.inference.lesson import LESSON, InferenceParams, layout
 from scenarios.inference.plan import Serving, plan
-from scenarios.inference.predict import lump
+from scenarios.inference.predict import lump, on_clock
 from scenarios.inference.stepmodel import Shape, planning_device
 from scenarios.inference.trace import Request, TraceSpec, make_trace
 from scenarios.metrics import find
@@ -203,7 +203,8 @@ def test_metrics_never_read_action_ids():
 
 def test_narrative_quotes_metrics_that_exist():
     params = LESSON.parse({"mode": "tp,pp"}, "predict")
-    names = {m.name for m in LESSON.predict(params, PROFILES["cpu-default"])[1]}
+    model = LESSON.prepare_model(params, PROFILES["cpu-default"])
+    names = {m.name for m in LESSON.predict(params, model)[1]}
     for step in LESSON.narrative:
         assert step.metric in names, step.id
 
@@ -216,7 +217,7 @@ def test_lumped_prediction_equals_the_simulated_program(mode):
     params = LESSON.parse({"mode": mode, "prefixes": "2", "router": "prefix-affinity"}, "run")
     model = LESSON.prepare_model(params, PROFILES["cpu-default"])
     simulated = LESSON.metrics(params, simulate(LESSON.build(params), model), None)
-    lumped = lump(params, model).metrics
+    lumped = on_clock(params, model).metrics
     for metric in simulated:
         if isinstance(metric.predicted, float):
             twin = find(lumped, metric.name, metric.series)

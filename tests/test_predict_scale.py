@@ -276,6 +276,17 @@ LARGEST = {
         "chunks": "4",
         "layers": "4096",
     },
+    "inference": {
+        "mode": "tp,pp,replicas",
+        "ranks": "4",
+        "requests": "1000",
+        "output_len": "4",
+        "prompt_len": "20",
+        "layers": "64",
+        "heads": "64",
+        "hidden": "4096",
+        "gpus": "4096",
+    },
 }
 
 
@@ -300,7 +311,11 @@ def knob_values(knob: Knob, noisy: bool) -> st.SearchStrategy[str]:
         at = st.sampled_from([str(int(v)) for v in near])
         inside = st.integers(int(low), int(top)).map(str)
         return st.one_of(inside, at, noise) if noisy else st.one_of(inside, at)
-    unit = {"bytes": ["", "KiB", "MiB", "GiB", "TiB"], "duration": ["s", "ms", "min", "h"]}
+    unit = {
+        "bytes": ["", "KiB", "MiB", "GiB", "TiB"],
+        "duration": ["s", "ms", "min", "h"],
+        "float": [""],
+    }
     number = st.floats(0, float(top) * (2 if noisy else 1), allow_nan=False)
     typed = st.tuples(number.map(lambda v: f"{v:g}"), st.sampled_from(unit[knob.kind]))
     at = st.sampled_from([f"{v:g}" for v in near])

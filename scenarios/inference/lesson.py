@@ -32,7 +32,7 @@ from scenarios.base import Hooks, Lesson, RankResult, RunData
 from scenarios.inference import predict as predicting
 from scenarios.inference import report
 from scenarios.inference.blocks import blocks_for
-from scenarios.inference.plan import MODES, Clock, Serving, plan
+from scenarios.inference.plan import MODES, Clock, Plan, Serving, plan
 from scenarios.inference.program import SeriesIndex, write_series
 from scenarios.inference.router import ROUTERS
 from scenarios.inference.stepmodel import DTYPE_BYTES, Shape, planning_device
@@ -53,8 +53,8 @@ from scenarios.shape import GPTShape
 from scenarios.texts import load_texts
 
 MAX_RUN_PARAMETERS = 500_000
-# `predict` plans every token of every mode's trace (about 7 us per sequence step):
-# this many output tokens, over the modes, plan in a fraction of a second.
+# `predict` plans every token of every mode's trace on every stage (some 7 us per
+# sequence step): this many, over the modes, plan in a fraction of a second.
 MAX_PREDICT_TOKENS = 30_000
 # ... and writes every position of every request in its block table: this many at most.
 MAX_PREDICT_POSITIONS = 400_000
@@ -72,7 +72,7 @@ class InferenceParams(Params):
     batching: str = choice("continuous", ("continuous", "static"))
     max_batch: int = integer(8, 1, 64, 4096)
     rate: float = number(40.0, 0.0, 10_000.0, 1e9)
-    requests: int = integer(16, 1, 64, 2000)
+    requests: int = integer(16, 1, 64, 1000)
     prompt_len: int = integer(12, 1, 256, 1 << 20)
     output_len: int = integer(12, 1, 256, 1 << 20)
     lengths: str = choice("uniform", LENGTHS)
@@ -117,15 +117,17 @@ class InferenceParams(Params):
             )
         if "pp" in self.mode and self.degree("pp") > shape.layers:
             raise ParamError("pp", f"pp={self.degree('pp')}: at most layers={shape.layers} stages")
-        if (
-            mode == "predict"
-            and self.requests * self.output_len * len(self.mode) > MAX_PREDICT_TOKENS
-        ):
+        steps = (
+            self.requests
+            * self.output_len
+            * sum(self.degree(m) if m == "pp" else 1 for m in self.mode)
+        )
+        if mode == "predict" and steps > MAX_PREDICT_TOKENS:
             raise ParamError(
                 "requests",
-                f"requests={self.requests}: requests x output_len x "
-                f"modes is at most {MAX_PREDICT_TOKENS:,} in predict, which plans "
-                "every token (fewer requests or a shorter output)",
+                f"requests={self.requests}: requests x output_len, over the modes (x pp "
+                f"for pp), is at most {MAX_PREDICT_TOKENS:,} in predict, which plans every "
+                "token on every stage (fewer requests or a shorter output)",
             )
         longest = longest_context(self.trace_spec)
         if mode == "predict" and self.requests * longest > MAX_PREDICT_POSITIONS:
@@ -161,6 +163,11 @@ class InferenceParams(Params):
                     f"{name}: a real run serves the fp32 MiniGPT (kv_heads = "
                     "heads, head_dim = hidden/heads); other shapes are for predict",
                 )
+
+    @property
+    def world_size(self) -> int:
+        """The most ranks a mode spans (on a real run, every mode spans all of them)."""
+        return max(self.degree(m) for m in self.mode)
 
     def degree(self, mode: str) -> int:
         """Ranks a mode spans: its own knob, or every rank."""
@@ -231,16 +238,20 @@ TEXTS = load_texts(__package__)  # scenarios/inference/texts.toml
 
 # -- program ----------------------------------------------------------------------------------
 @lru_cache(maxsize=8)
+def planning_plans(params: InferenceParams) -> list[Plan]:
+    """Each mode's plan on the planning clock: what a real run executes."""
+    requests = make_trace(params.trace_spec)
+    return [plan(params.shape, planning_device(), params.serving(m), requests) for m in params.mode]
+
+
+@lru_cache(maxsize=8)
 def layout(params: InferenceParams) -> tuple[Program, tuple[SeriesIndex, ...]]:
     """The Program and where each series' facts sit in it (cached: metrics read it)."""
     program = Program(world_size=params.world_size, name="inference")
-    requests = make_trace(params.trace_spec)
     indexes = []
-    for mode in params.mode:
-        serving = params.serving(mode)
-        clock = Clock(params.shape, planning_device(), serving)
-        planned = plan(params.shape, clock.device, serving, requests)
-        ranks = tuple(range(serving.gpus))
+    for mode, planned in zip(params.mode, planning_plans(params), strict=True):
+        clock = Clock(params.shape, planning_device(), planned.serving)
+        ranks = tuple(range(planned.serving.gpus))
         indexes.append(write_series(program, mode, clock, planned, ranks))
     return program, tuple(indexes)
 
@@ -298,6 +309,8 @@ def metrics(
                 category="buffers",
             ),
         ]
+    if run is None:  # predict on this machine's clock: the search on it too
+        out += predicting.search_metrics(params, planning_device())
     return out
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from runtime import formulas
-from scenarios.inference.blocks import BlockManager
+from scenarios.inference.blocks import BlockManager, blocks_for
 from scenarios.inference.router import Router
 from scenarios.inference.scheduler import Engine, Iteration, Timing, serve, serve_pipeline
 from scenarios.inference.stepmodel import (
@@ -88,13 +88,27 @@ class Clock:
         return stage_layers(self.shape.layers, self.serving.pp)
 
     def stage(self, s: int, work: Work) -> float:
-        """One iteration on stage s (the whole model when pp = 1), TP comm included."""
+        """One iteration on stage s (the whole model when pp = 1), TP comm included.
+        Stages alike (layer count, embedding, head) cost alike: asked stage by stage for
+        one work, each kind is computed once."""
         tp, last = self.serving.tp, s == self.serving.pp - 1
         count = len(self.layers[s])
-        compute = slice_seconds(
-            self.shape, self.device, work, count, embed=s == 0, head=last, tp=tp
-        )
-        return compute + tp_comm_seconds(self.shape, self.device, work, count, tp, last)
+        memo = self._memo
+        if work is not memo[0]:
+            memo[0], memo[1] = work, {}
+        key = (count, s == 0, last)
+        seconds = memo[1].get(key)
+        if seconds is None:
+            compute = slice_seconds(
+                self.shape, self.device, work, count, embed=s == 0, head=last, tp=tp
+            )
+            seconds = compute + tp_comm_seconds(self.shape, self.device, work, count, tp, last)
+            memo[1][key] = seconds
+        return seconds
+
+    @cached_property
+    def _memo(self) -> list:
+        return [None, {}]
 
     def hop(self, work: Work) -> float:
         return hop_seconds(self.shape, self.device, work, across_nodes=self._across())
@@ -128,6 +142,9 @@ def plan(shape: Shape, device: Device, serving: Serving, requests: tuple[Request
     """The scheduler's iterations for `requests` on `serving` (replicas of tp groups, or
     one pipeline of tp groups), timed by `device`."""
     by_id = {r.id: r for r in requests}
+    # A pool larger than every request's blocks at once is never full: the same plan.
+    most = sum(blocks_for(r.context + 1, serving.kv_block) for r in requests)
+    pool_blocks = max(1, min(serving.kv_blocks, most))
     clock = Clock(shape, device, serving)
 
     def engine(index: int, blocks: BlockManager) -> Engine:
@@ -143,14 +160,13 @@ def plan(shape: Shape, device: Device, serving: Serving, requests: tuple[Request
     if serving.pp > 1:
         if serving.replicas > 1:
             raise ValueError("a plan serves one pipeline; split the trace across replicas first")
-        pool = BlockManager(serving.kv_blocks, serving.kv_block)
+        pool = BlockManager(pool_blocks, serving.kv_block)
         engines = [engine(g, pool) for g in range(serving.pp)]
         route = Router("least-outstanding", serving.pp, serving.kv_block)
         iterations = serve_pipeline(requests, engines, clock.timing(), route)
     else:
         engines = [
-            engine(e, BlockManager(serving.kv_blocks, serving.kv_block))
-            for e in range(serving.replicas)
+            engine(e, BlockManager(pool_blocks, serving.kv_block)) for e in range(serving.replicas)
         ]
         route = Router(serving.router, serving.replicas, serving.kv_block)
         iterations = serve(requests, engines, clock.timing(), route)

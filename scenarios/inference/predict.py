@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from runtime.costmodel import CostModel
 from runtime.trace import Span, Timeline
-from scenarios.base import Lumped
+from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
 from scenarios.inference.latency import served
 from scenarios.inference.plan import Plan, plan
 from scenarios.inference.program import requests_label
@@ -31,7 +31,7 @@ from scenarios.metrics import Metric
 if TYPE_CHECKING:
     from scenarios.inference.lesson import InferenceParams
 
-MAX_SPANS = 20_000
+MAX_SPANS = 8_000
 FORMULA = (
     "the scheduler's own iterations on the profile's roofline clock (Vidur-style): "
     "per rank max(FLOPs/peak, bytes/bandwidth) per part, TP collectives by alpha-beta; "
@@ -71,8 +71,49 @@ def draw(plans: list[tuple[str, Plan]]) -> tuple[Timeline, list[float]]:
     return Timeline(spans=spans), offsets
 
 
-def lump(params: InferenceParams, model: CostModel) -> Lumped:
-    """`predict`: each mode's trace planned on the profile's clock, and the config search."""
+def search_metrics(params: InferenceParams, device: Device) -> list[Metric]:
+    """The config search for `params.gpus` GPUs of `device` (scenarios.inference.search)."""
+    found = search(
+        params.shape,
+        device,
+        make_trace(params.trace_spec),
+        params.gpus,
+        (params.ttft_slo, params.tpot_slo),
+        kv_block=params.kv_block,
+        default_blocks=params.kv_blocks,
+        rate=params.rate,
+        batching=params.batching,
+    )
+    meeting = [f for f in found if f.attainment >= params.attainment]
+    return [
+        Metric("configs_searched", "count", len(found)),
+        Metric("configs_meeting_slo", "count", len(meeting)),
+        Metric("best_configs", "text", [f.describe(params.price) for f in meeting[:5]] or None),
+    ]
+
+
+def actions_bound(params: InferenceParams) -> int:
+    """At most how many Actions the Program has (scenarios.inference.program: per
+    iteration and rank, a wait, 2 computes and 2 collectives per layer, the head and its
+    gather; a stage's receive, compute and sends), each iteration emitting a token at
+    least, each request's prefill one of them."""
+    iterations = params.requests * params.output_len * 4  # the longest output: 4x the mean
+    per_rank = 4 * params.model.layers + 4
+    return sum(iterations * params.degree(m) * per_rank for m in params.mode)
+
+
+def lump(params: InferenceParams, model: CostModel) -> Lumped | None:
+    """`predict` on a GPU profile, or where the Program would be long: each mode's trace
+    planned on the profile's clock, and the config search. None (simulate the Program)
+    on this machine's clock at a size where that is quick."""
+    on_gpu = model.rates is not None and model.rates.peak_flops_per_s is not None
+    if not on_gpu and actions_bound(params) <= LUMP_ABOVE_ACTIONS:
+        return None
+    return on_clock(params, model)
+
+
+def on_clock(params: InferenceParams, model: CostModel) -> Lumped:
+    """Each mode's trace planned on `model`'s clock, read off the plan; the search."""
     device = Device.of(model)
     requests = make_trace(params.trace_spec)
     shape = params.shape
@@ -104,22 +145,5 @@ def lump(params: InferenceParams, model: CostModel) -> Lumped:
         tp = planned.serving.tp
         per_step = 2 * shape.layers + 1 if tp > 1 else 0
         out.append(Metric("collectives_per_decode_step", "count", None, per_step, series=series))
-    slo = (params.ttft_slo, params.tpot_slo)
-    found = search(
-        shape,
-        device,
-        requests,
-        params.gpus,
-        slo,
-        kv_block=params.kv_block,
-        default_blocks=params.kv_blocks,
-        rate=params.rate,
-        batching=params.batching,
-    )
-    meeting = [f for f in found if f.attainment >= params.attainment]
-    out += [
-        Metric("configs_searched", "count", len(found)),
-        Metric("configs_meeting_slo", "count", len(meeting)),
-        Metric("best_configs", "text", [f.describe(params.price) for f in meeting[:5]] or None),
-    ]
+    out += search_metrics(params, device)
     return Lumped(timeline, FORMULA, out)

@@ -329,16 +329,17 @@ def serve_pipeline(
         if decided is None:  # the shared pool is full for now: retry once others move
             blocked.add(g)
             continue
-        stages, begin = [], t
+        stages, begin, work = [], t, decided.work
+        hop = timing.hop(work)
         for s in range(timing.stages):
             if s:
-                begin = max(stage_free[s], stages[-1][1] + timing.hop(decided.work))
-            end = begin + timing.stage(s, decided.work)
+                begin = max(stage_free[s], stages[-1][1] + hop)
+            end = begin + timing.stage(s, work)
             stage_free[s] = end
             stages.append((begin, end))
         out.append(_iteration(engines[g], decided, stages))
         clients.answer(g, decided, stages[-1][1])
-        ready[g] = stages[-1][1] + timing.back(decided.work)
+        ready[g] = stages[-1][1] + timing.back(work)
         for other in blocked:
             ready[other] = max(ready[other], stage_free[0])
         blocked.clear()

@@ -30,9 +30,11 @@ from scenarios.inference.trace import Request
 
 BATCHES = (8, 32, 128)
 # Each configuration serves the first requests of its share up to this many output
-# tokens (a sample of its steady state): 30 layouts x 3 batches of it plan in well
-# under a second (about 7 us per token and sequence step).
+# tokens times stages (a sample of its steady state): 16 layouts x 3 batches of it plan
+# in about half a second (some 7 us per token and sequence step).
 SEARCH_TOKENS = 1_500
+MAX_TP = 8  # TP's all-reduces on every token stay within a node (NVLink)
+MAX_PP = 8
 MEMORY_FOR_KV = 0.9  # of a GPU's memory, after the weights (vLLM's gpu_memory_utilization)
 
 
@@ -62,12 +64,14 @@ class Found:
 
 
 def layouts(gpus: int, shape: Shape) -> list[tuple[int, int, int]]:
+    """(tp, pp, replicas) with tp · pp · replicas = gpus: TP within a node's 8 GPUs and
+    dividing the heads, PP at most MAX_PP stages and the layers; replicas the rest."""
     out = []
-    for tp in range(1, gpus + 1):
+    for tp in range(1, min(gpus, MAX_TP) + 1):
         if gpus % tp or shape.heads % tp:
             continue
-        for pp in range(1, gpus // tp + 1):
-            if (gpus // tp) % pp or pp > shape.layers:
+        for pp in range(1, min(gpus // tp, MAX_PP, shape.layers) + 1):
+            if (gpus // tp) % pp:
                 continue
             out.append((tp, pp, gpus // tp // pp))
     return out
@@ -92,11 +96,12 @@ def trace_blocks(requests: tuple[Request, ...], block: int) -> int:
     return sum(blocks_for(r.context + 1, block) for r in requests)
 
 
-def sample(requests: tuple[Request, ...]) -> tuple[Request, ...]:
-    """The first requests up to SEARCH_TOKENS output tokens (at least one)."""
+def sample(requests: tuple[Request, ...], stages: int) -> tuple[Request, ...]:
+    """The first requests up to SEARCH_TOKENS output tokens through `stages` stages (at
+    least one request)."""
     total = 0
     for n, request in enumerate(requests):
-        total += request.output_len
+        total += request.output_len * stages
         if total > SEARCH_TOKENS and n:
             return requests[:n]
     return requests
@@ -110,7 +115,7 @@ def evaluate(
     slo: tuple[float, float],
     rate: float,
 ) -> Found | None:
-    share = sample(requests[:: serving.replicas])  # one replica's round-robin share
+    share = sample(requests[:: serving.replicas], serving.pp)  # one replica's round-robin share
     one = Serving(
         serving.tp,
         serving.pp,

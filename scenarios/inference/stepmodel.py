@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 from runtime import formulas
 from runtime.compute import TYPICAL_CPU, ComputeRates
@@ -91,11 +92,11 @@ class Shape:
             return attn * scale, mlp * scale
         return float(attn), float(mlp)
 
-    @property
+    @cached_property
     def attn_params(self) -> float:
         return self._layer_parts()[0]
 
-    @property
+    @cached_property
     def mlp_params(self) -> float:
         return self._layer_parts()[1]
 

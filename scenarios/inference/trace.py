@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from functools import lru_cache
 
 LENGTHS = ("fixed", "uniform", "exponential")
 
@@ -91,6 +92,7 @@ def longest_context(spec: TraceSpec) -> int:
     return shared + own + out - 1
 
 
+@lru_cache(maxsize=4)
 def make_trace(spec: TraceSpec) -> tuple[Request, ...]:
     """The requests, in arrival order (ids 0, 1, ...). Same spec, same requests."""
     rng = random.Random(f"inference-trace:{spec.seed}")
