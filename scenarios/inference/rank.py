@@ -4,8 +4,9 @@ Called inside each rank process by runtime.worker with a RankContext of
 InferenceParams and this rank's Actions, grouped by their `series` (the mode).
 For each mode:
 
-1. Build the MiniGPT from its seed (the same weights on every rank) and keep
-   this rank's share (scenarios.inference.decode.Shard): every layer and its
+1. Load the trained MiniGPT (scenarios.inference.weights: trained by rank 0
+   at first use, cached; the same weights on every rank) and keep this rank's
+   share (scenarios.inference.decode.Shard): every layer and its
    heads under TP, its stage's layers under PP, the whole model as a replica.
 2. Torch's own greedy decode of the requests this rank will answer (the whole
    model, one process, no cache), before the clock: the reference, and a
@@ -42,6 +43,7 @@ from scenarios.inference.lesson import InferenceParams, InferenceResult, SeriesR
 from scenarios.inference.plan import stage_layers
 from scenarios.inference.program import SeriesIndex
 from scenarios.inference.scheduler import Iteration
+from scenarios.inference.weights import trained
 
 
 class Server:
@@ -220,8 +222,7 @@ class Server:
 
 def run_rank(ctx: RankContext[InferenceParams]) -> InferenceResult:
     params = ctx.params
-    torch.manual_seed(0)
-    model = MiniGPT(GPTConfig.from_shape(params.model)).eval()
+    model = trained(GPTConfig.from_shape(params.model), ctx.rank)
     _, indexes = layout(params)
     by_series = {s: list(acts) for s, acts in groupby(ctx.actions, key=lambda a: a.series)}
     servers = {index.series: Server(ctx, index, model) for index in indexes}
