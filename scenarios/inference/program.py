@@ -15,9 +15,11 @@ ranks (scenarios.inference.rank) and the simulator run the same steps:
   all-gather of the vocab-parallel logits: 2·layers all-reduces and one
   all-gather per iteration (Megatron-LM's TP, decoding), both the project's
   hand-made rings (runtime.comm), timed and refined like every ring;
-- pp: a stage receives the activations, computes its layers, sends them on
-  (non-blocking, as pipelines do); the last stage samples and sends the
-  tokens that feed back to the first stage (one channel per virtual engine);
+- pp: a stage receives the activations, computes its layers, sends them on;
+  the last stage samples and sends the tokens that feed back to the first
+  stage (one channel per virtual engine). The ranks post the sends with isend,
+  so no cycle of waits can form, but a send is costed as a blocking one: on
+  gloo, posting a message costs the sender about a latency;
 - replicas: each rank runs its own engine's iterations, no communication.
 
 Compute actions cost `prefill` or `decode` seconds scaled by `work`, the part's
@@ -239,7 +241,7 @@ def _pipeline(w: _Writer, ranks: tuple[int, ...]) -> None:
                     label="activations",
                     dst=ranks[s + 1],
                     bytes=activation,
-                    args=(("iteration", k), ("tag", 0), ("nonblocking", True)),
+                    args=(("iteration", k), ("tag", 0)),
                 )
         fed = sum(1 for p in it.pieces if p.feeds_back)
         if fed:
@@ -253,7 +255,7 @@ def _pipeline(w: _Writer, ranks: tuple[int, ...]) -> None:
                 label="tokens back",
                 dst=first,
                 bytes=fed * TOKEN_BYTES,
-                args=(("iteration", k), ("tag", 1 + it.engine), ("nonblocking", True)),
+                args=(("iteration", k), ("tag", 1 + it.engine)),
             )
         w.index.marker.append(marker)
         w.index.arrival_rank.append(first)
