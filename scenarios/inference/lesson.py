@@ -52,7 +52,7 @@ from scenarios.params import (
 from scenarios.shape import GPTShape
 from scenarios.texts import load_texts
 
-MAX_RUN_PARAMETERS = 500_000
+MAX_RUN_PARAMETERS = 1_000_000
 # `predict` plans every token of every mode's trace on every stage (some 7 us per
 # sequence step): this many, over the modes, plan in a fraction of a second.
 MAX_PREDICT_TOKENS = 30_000
@@ -71,7 +71,7 @@ class InferenceParams(Params):
     router: str = choice("round-robin", ROUTERS)
     batching: str = choice("continuous", ("continuous", "static"))
     max_batch: int = integer(8, 1, 64, 4096)
-    rate: float = number(40.0, 0.0, 10_000.0, 1e9)
+    rate: float = number(10.0, 0.0, 10_000.0, 1e9)
     requests: int = integer(16, 1, 64, 1000)
     prompt_len: int = integer(12, 1, 256, 1 << 20)
     output_len: int = integer(12, 1, 256, 1 << 20)

@@ -235,7 +235,6 @@ def run_rank(ctx: RankContext[InferenceParams]) -> InferenceResult:
                 )
                 for rid in server.answers()
             }
-    one_way = p2p_seconds(ctx, params) if "pp" in params.mode else []
     ctx.start_clock()
     runs: dict[str, SeriesRun] = {}
     for series, server in servers.items():
@@ -254,32 +253,5 @@ def run_rank(ctx: RankContext[InferenceParams]) -> InferenceResult:
             cpu[key] += values
     return InferenceResult(
         compute_costs={k: statistics.median(v) for k, v in cpu.items() if v},
-        p2p=one_way,
         series=runs,
     )
-
-
-def p2p_seconds(
-    ctx: RankContext[InferenceParams], params: InferenceParams, reps: int = 10
-) -> list[tuple[int, float]]:
-    """One-way seconds of a decode step's activations between pipeline neighbours (half
-    the median round trip, one pair at a time), for the refined alpha and beta."""
-    nbytes = params.max_batch * params.model.hidden * 4
-    buffer = torch.zeros(nbytes // 4)
-    samples: list[tuple[int, float]] = []
-    for left in range(ctx.world_size - 1):
-        if ctx.rank in (left, left + 1):
-            peer = left + 1 if ctx.rank == left else left
-            times = []
-            for _ in range(reps + 1):
-                start = time.perf_counter()
-                if ctx.rank == left:
-                    dist.send(buffer, peer)
-                    dist.recv(buffer, peer)
-                else:
-                    dist.recv(buffer, peer)
-                    dist.send(buffer, peer)
-                times.append((time.perf_counter() - start) / 2)
-            samples.append((nbytes, statistics.median(times[1:])))  # the first warms up
-        dist.barrier()
-    return samples
