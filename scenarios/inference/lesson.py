@@ -37,7 +37,7 @@ from scenarios.inference.program import SeriesIndex, write_series
 from scenarios.inference.router import ROUTERS
 from scenarios.inference.stepmodel import DTYPE_BYTES, Shape, planning_device
 from scenarios.inference.trace import LENGTHS, TraceSpec, longest_context, make_trace
-from scenarios.metrics import Metric
+from scenarios.metrics import Curve, Metric
 from scenarios.params import (
     Mode,
     ParamError,
@@ -223,6 +223,8 @@ class SeriesRun:
     mismatched: list[int]  # request ids whose tokens differ
     kv_pool_bytes: int  # the KV pool this rank allocated
     kv_peak_bytes: int  # its blocks in use at the peak
+    reference_tokens: int  # tokens torch's own decode produced for them, before the clock
+    reference_s: float  # and the seconds it took (no cache: the whole sequence every step)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -277,8 +279,9 @@ def metrics(
     for index in layout(params)[1]:
         s = index.series
         measured = report.read_timeline(index, run.measured) if run else None
+        kv = [r.series[s].kv_peak_bytes for r in run.results if s in r.series] if run else None
         out += report.serving_metrics(
-            params, s, index.plan, measured, report.read_timeline(index, predicted)
+            params, s, index.plan, measured, report.read_timeline(index, predicted), kv
         )
         decode = [
             n
@@ -306,7 +309,14 @@ def metrics(
                 [r.kv_pool_bytes for r in mine],
                 series=s,
                 per="rank",
-                category="buffers",
+            ),
+            Metric(
+                "reference_tokens_s",
+                "number",
+                sum(r.reference_tokens for r in mine) / max(1e-12, max(r.reference_s for r in mine))
+                if mine
+                else None,
+                series=s,
             ),
         ]
     if run is None:  # predict on this machine's clock: the search on it too
@@ -319,7 +329,20 @@ def tokens(params: InferenceParams) -> tuple[str, float]:
 
 
 RANK_ENTRY = "scenarios.inference.rank:run_rank"  # torch: never imported here
-HOOKS = Hooks(estimate, "prefill and decode step scales", lump=predicting.lump, items=tokens)
+
+
+def curves(params: InferenceParams) -> list[Curve]:
+    """Goodput against the request rate, per mode (the app and the HTML export)."""
+    return [predicting.goodput_curve(params)]
+
+
+HOOKS = Hooks(
+    estimate,
+    "prefill and decode step scales",
+    curves=curves,
+    lump=predicting.lump,
+    items=tokens,
+)
 LESSON = Lesson(
     "inference", 7, TEXTS, InferenceParams, InferenceResult, build, metrics, RANK_ENTRY, HOOKS
 )

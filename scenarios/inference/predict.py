@@ -23,10 +23,10 @@ from scenarios.inference.latency import served
 from scenarios.inference.plan import Plan, plan
 from scenarios.inference.program import requests_label
 from scenarios.inference.report import serving_metrics
-from scenarios.inference.search import kv_blocks, search, trace_blocks
-from scenarios.inference.stepmodel import Device
+from scenarios.inference.search import SEARCH_TOKENS, kv_blocks, sample, search, trace_blocks
+from scenarios.inference.stepmodel import Device, planning_device
 from scenarios.inference.trace import make_trace
-from scenarios.metrics import Metric
+from scenarios.metrics import Curve, Metric
 
 if TYPE_CHECKING:
     from scenarios.inference.lesson import InferenceParams
@@ -147,3 +147,38 @@ def on_clock(params: InferenceParams, model: CostModel) -> Lumped:
         out.append(Metric("collectives_per_decode_step", "count", None, per_step, series=series))
     out += search_metrics(params, device)
     return Lumped(timeline, FORMULA, out)
+
+
+RATE_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+
+
+def goodput_curve(params: InferenceParams) -> Curve:
+    """Goodput against the offered rate for each mode, on this machine's planning clock:
+    the trace drawn again at each rate (the same seed), a sample of it planned as the
+    config search plans one (scenarios.inference.search.sample)."""
+    rates = [params.rate * f for f in RATE_FACTORS]
+    lines: dict[str, list[float]] = {m: [] for m in params.mode}
+    slo = (params.ttft_slo, params.tpot_slo)
+    first = max(1, min(params.requests, SEARCH_TOKENS // max(1, params.output_len) + 1))
+    for rate in rates:
+        # the first requests of the trace at this rate: the sample planned below
+        requests = make_trace(replace(params.trace_spec, rate=rate, requests=first))
+        for m in params.mode:
+            serving = params.serving(m)
+            share = sample(requests, serving.pp)
+            planned = plan(params.shape, planning_device(), serving, share)
+            n = len(planned.iterations)
+            result = served(planned, [it.end for it in planned.iterations], [0.0] * n)
+            lines[m].append(rate * result.attainment(*slo))
+    lines["offered"] = rates
+    return Curve(
+        title=f"Goodput vs request rate (TTFT ≤ {params.ttft_slo:g} s, TPOT ≤ "
+        f"{params.tpot_slo:g} s)",
+        x_label="requests per second offered",
+        y_label="requests per second within the SLO",
+        x=rates,
+        lines=lines,
+        marks={"rate": params.rate},
+        y_unit="number",
+        log_x=True,
+    )

@@ -243,8 +243,8 @@ def _pipeline(w: _Writer, ranks: tuple[int, ...]) -> None:
                     bytes=activation,
                     args=(("iteration", k), ("tag", 0)),
                 )
-        fed = sum(1 for p in it.pieces if p.feeds_back)
-        if fed:
+        if any(p.feeds_back for p in it.pieces):  # every piece's token: work.outs of them
+            fed = len(it.pieces)
             feeding[it.engine] = fed
             w.add(
                 last,

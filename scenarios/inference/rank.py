@@ -195,7 +195,7 @@ class Server:
             assert self.x is not None
             return self.x.contiguous()
         it = self.iteration(action)
-        fed = [self.next_input[p.request] for p in it.pieces if p.feeds_back]
+        fed = [self.next_input[p.request] for p in it.pieces]
         return torch.tensor(fed, dtype=torch.int64)
 
     def receive(self, action: Action) -> None:
@@ -210,9 +210,9 @@ class Server:
         previous = [
             i for i in self.index.plan.iterations[: action.arg("iteration")] if i.engine == engine
         ][-1]
-        feeding = [p.request for p in previous.pieces if p.feeds_back]
-        for rid, token in zip(feeding, buffer.tolist(), strict=True):
-            self.next_input[rid] = token
+        for piece, token in zip(previous.pieces, buffer.tolist(), strict=True):
+            if piece.feeds_back:
+                self.next_input[piece.request] = token
 
     def finish(self) -> None:
         for work, _ in self.sends:
@@ -227,14 +227,17 @@ def run_rank(ctx: RankContext[InferenceParams]) -> InferenceResult:
     by_series = {s: list(acts) for s, acts in groupby(ctx.actions, key=lambda a: a.series)}
     servers = {index.series: Server(ctx, index, model) for index in indexes}
     references: dict[str, dict[int, list[int]]] = {}
+    reference_s: dict[str, float] = {}
     with torch.no_grad():
         for series, server in servers.items():
+            start = time.perf_counter()
             references[series] = {
                 rid: greedy_reference(
                     model, server.requests[rid].prompt, server.requests[rid].output_len
                 )
                 for rid in server.answers()
             }
+            reference_s[series] = time.perf_counter() - start
     ctx.start_clock()
     runs: dict[str, SeriesRun] = {}
     for series, server in servers.items():
@@ -246,6 +249,8 @@ def run_rank(ctx: RankContext[InferenceParams]) -> InferenceResult:
             mismatched=[rid for rid, toks in expected.items() if server.tokens.get(rid) != toks],
             kv_pool_bytes=server.shard.pool_bytes,
             kv_peak_bytes=server.peak_blocks * server.shard.block_bytes(),
+            reference_tokens=sum(len(t) for t in expected.values()),
+            reference_s=reference_s[series],
         )
     cpu: dict[str, list[float]] = {"prefill": [], "decode": []}
     for server in servers.values():

@@ -31,9 +31,15 @@ def read_timeline(index: SeriesIndex, timeline: Timeline) -> Served:
 
 
 def serving_metrics(
-    params: InferenceParams, series: str, plan: Plan, measured: Served | None, predicted: Served
+    params: InferenceParams,
+    series: str,
+    plan: Plan,
+    measured: Served | None,
+    predicted: Served,
+    kv_measured: list[int] | None = None,
 ) -> list[Metric]:
-    """The latency, throughput and SLO metrics of one mode, measured beside predicted."""
+    """The latency, throughput, SLO and KV metrics of one mode, measured beside predicted
+    (`kv_measured`: the peak KV bytes each rank held, after a run)."""
     slo = (params.ttft_slo, params.tpot_slo)
     out = []
     for which in ("ttft", "tpot"):
@@ -57,10 +63,11 @@ def serving_metrics(
         Metric(
             "kv_bytes_per_rank",
             "bytes",
-            None,
+            kv_measured,
             occ.peak_slots // serving.kv_block * per_block,
             series=series,
             category="buffers",
+            per="rank" if kv_measured is not None else None,
         ),
         Metric("kv_waste_fraction", "fraction", occ.paged_waste, series=series),
         Metric("kv_waste_fraction_contiguous", "fraction", occ.contiguous_waste, series=series),

@@ -330,16 +330,18 @@ def serve_pipeline(
             blocked.add(g)
             continue
         stages, begin, work = [], t, decided.work
-        hop = timing.hop(work)
+        hop, last = timing.hop(work), timing.stages - 1
         for s in range(timing.stages):
             if s:
                 begin = max(stage_free[s], stages[-1][1] + hop)
             end = begin + timing.stage(s, work)
-            stage_free[s] = end
+            stage_free[s] = end + (hop if s < last else 0.0)  # a send holds its sender
             stages.append((begin, end))
         out.append(_iteration(engines[g], decided, stages))
         clients.answer(g, decided, stages[-1][1])
-        ready[g] = stages[-1][1] + timing.back(work)
+        ready[g] = stages[-1][1]
+        if any(p.feeds_back for p in decided.pieces):  # the tokens go back to stage 0
+            ready[g] = stage_free[last] = stages[-1][1] + timing.back(work)
         for other in blocked:
             ready[other] = max(ready[other], stage_free[0])
         blocked.clear()
