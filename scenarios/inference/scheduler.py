@@ -1,10 +1,9 @@
 """The server's scheduler: which sequences run in each iteration, and when.
 
 Part of lesson 7's mechanism, pure: it plans the Program the ranks execute
-(scenarios.inference.program) and, on a GPU profile, is the prediction itself
-(scenarios.inference.lumped, .search). Vidur (Agrawal et al. 2024) predicts a
-serving system the same way: the real scheduler's decisions on a clock that
-costs each iteration from a model of its operators.
+(scenarios.inference.plan, .program) and, on a GPU profile, is the prediction
+itself (.predict, .search), as Vidur (Agrawal et al. 2024) predicts serving:
+the real scheduler's decisions on a clock costed from a model of its operators.
 
 An Engine holds the sequences one model copy serves and a KV pool
 (scenarios.inference.blocks). At each iteration boundary (iteration-level
@@ -21,12 +20,11 @@ scheduling, Orca, Yu et al. 2022):
   its longest member is done; members that finish early stay in the batch as
   padding (computed, their tokens thrown away), and nobody joins meanwhile.
 
-Drivers run engines on one clock: `serve` for one engine (TP) or several
-replicas behind a router (scenarios.inference.router), `serve_pipeline` for PP
-with `pp` virtual engines (vLLM's virtual engines: one micro-batch in flight per
-stage) whose iterations follow one another through the stages, each waiting
-for its previous iteration's tokens to come back from the last stage.
-
+Drivers run engines on one clock: `serve` for one engine (TP) or replicas
+behind a router (scenarios.inference.router), `serve_pipeline` for PP with `pp`
+virtual engines (vLLM's: one micro-batch in flight per stage) whose iterations
+pass through the stages, each waiting for its previous one's tokens to come
+back from the last stage; a send holds its sender until delivered.
 Pure: stdlib only (and the lesson's pure modules).
 """
 
@@ -250,6 +248,22 @@ class _Clients:
             for n, done in zip(self.routed, self.answered, strict=True)
         ]
 
+    def deliver(
+        self,
+        req: Request,
+        engines: list[Engine],
+        route: Callable[[Request, list[int]], int],
+        ready: list[float],
+    ) -> int:
+        """Route an arriving request to an engine's queue (an idle engine wakes then);
+        returns the engine."""
+        target = route(req, self.outstanding(req.arrival))
+        self.routed[target] += 1
+        if not engines[target].has_work():
+            ready[target] = max(ready[target], req.arrival)
+        engines[target].queue.append(req.id)
+        return target
+
     def answer(self, engine: int, decided: Decision, t: float) -> None:
         self.answered[engine] += [t] * sum(1 for p in decided.pieces if p.done)
 
@@ -271,12 +285,7 @@ def serve(
         busy = [(free_at[e], e) for e, eng in enumerate(engines) if eng.has_work()]
         t, e = min(busy) if busy else (math.inf, -1)
         if pending and pending[0].arrival <= t:
-            req = pending.popleft()
-            target = route(req, clients.outstanding(req.arrival))
-            clients.routed[target] += 1
-            if not engines[target].has_work():
-                free_at[target] = max(free_at[target], req.arrival)
-            engines[target].queue.append(req.id)
+            clients.deliver(pending.popleft(), engines, route, free_at)
             continue
         if e < 0:
             return out
@@ -313,13 +322,7 @@ def serve_pipeline(
         ]
         t, g = min(starts) if starts else (math.inf, -1)
         if pending and pending[0].arrival <= t:
-            req = pending.popleft()
-            target = route(req, clients.outstanding(req.arrival))
-            clients.routed[target] += 1
-            if not engines[target].has_work():
-                ready[target] = max(ready[target], req.arrival)
-            engines[target].queue.append(req.id)
-            blocked.discard(target)
+            blocked.discard(clients.deliver(pending.popleft(), engines, route, ready))
             continue
         if g < 0:
             if blocked:
