@@ -244,6 +244,7 @@ def test_predict_a_real_model_shape_kv_bytes_and_config_search():
     assert by_name["kv_bytes_per_token"]["value"] == 131072  # 2 * 32 * 8 * 128 * 2
     assert by_name["configs_searched"]["value"] > 0
     assert by_name["best_configs"]["value"]
+    assert by_name["disaggregated"]["value"].startswith("4 prefill + 4 decode GPUs")
 
 
 def test_config_search_on_a_gpu_leaves_out_layouts_whose_weights_do_not_fit():

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING
 from runtime.costmodel import CostModel
 from runtime.trace import Span, Timeline
 from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
+from scenarios.inference.disagg import disaggregated
 from scenarios.inference.latency import served
 from scenarios.inference.plan import Plan, plan
 from scenarios.inference.program import requests_label
 from scenarios.inference.report import serving_metrics
-from scenarios.inference.search import SEARCH_TOKENS, kv_blocks, sample, search, trace_blocks
+from scenarios.inference.search import kv_blocks, sample, search, trace_blocks
 from scenarios.inference.stepmodel import Device, planning_device
 from scenarios.inference.trace import make_trace
 from scenarios.metrics import Curve, Metric
@@ -85,10 +86,22 @@ def search_metrics(params: InferenceParams, device: Device) -> list[Metric]:
         batching=params.batching,
     )
     meeting = [f for f in found if f.attainment >= params.attainment]
+    split = disaggregated(
+        params.shape,
+        device,
+        make_trace(params.trace_spec),
+        params.gpus,
+        (params.ttft_slo, params.tpot_slo),
+        rate=params.rate,
+        max_batch=max(f.serving.max_batch for f in found) if found else params.max_batch,
+        kv_block=params.kv_block,
+        default_blocks=params.kv_blocks,
+    )
     return [
         Metric("configs_searched", "count", len(found)),
         Metric("configs_meeting_slo", "count", len(meeting)),
         Metric("best_configs", "text", [f.describe(params.price) for f in meeting[:5]] or None),
+        Metric("disaggregated", "text", split.describe() if split else None),
     ]
 
 
@@ -149,7 +162,8 @@ def on_clock(params: InferenceParams, model: CostModel) -> Lumped:
     return Lumped(timeline, FORMULA, out)
 
 
-RATE_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+RATE_FACTORS = (0.25, 1.0, 4.0, 16.0, 64.0)
+CURVE_TOKENS = 600  # output tokens (x stages) planned per point and mode
 
 
 def goodput_curve(params: InferenceParams) -> Curve:
@@ -159,13 +173,13 @@ def goodput_curve(params: InferenceParams) -> Curve:
     rates = [params.rate * f for f in RATE_FACTORS]
     lines: dict[str, list[float]] = {m: [] for m in params.mode}
     slo = (params.ttft_slo, params.tpot_slo)
-    first = max(1, min(params.requests, SEARCH_TOKENS // max(1, params.output_len) + 1))
+    first = max(1, min(params.requests, CURVE_TOKENS // max(1, params.output_len) + 1))
     for rate in rates:
         # the first requests of the trace at this rate: the sample planned below
         requests = make_trace(replace(params.trace_spec, rate=rate, requests=first))
         for m in params.mode:
             serving = params.serving(m)
-            share = sample(requests, serving.pp)
+            share = sample(requests, serving.pp, CURVE_TOKENS)
             planned = plan(params.shape, planning_device(), serving, share)
             n = len(planned.iterations)
             result = served(planned, [it.end for it in planned.iterations], [0.0] * n)

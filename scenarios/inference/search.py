@@ -10,10 +10,8 @@ weights do not fit a GPU's memory is left out; the rest of the memory holds
 the KV pool. The configurations that meet the SLO (attainment ≥ target) are
 ranked by goodput per GPU, and per dollar at `price` per GPU-hour.
 
-DistServe's what-if (Zhong et al. 2024): prefill and decode on separate GPUs
-(`disaggregated`): half the GPUs prefill, half decode; the decode side never
-waits behind a long prefill, at the cost of moving each prompt's KV cache.
-Here it is estimated as each half serving its phase alone.
+DistServe's what-if, prefill and decode on separate GPUs, is beside it
+(scenarios.inference.disagg).
 
 Pure: stdlib and the lesson's pure modules.
 """
@@ -57,9 +55,9 @@ class Found:
     def describe(self, price: float) -> str:
         s = self.serving
         return (
-            f"tp={s.tp} pp={s.pp} replicas={s.replicas} batch={s.max_batch}: "
+            f"tp{s.tp}·pp{s.pp}·×{s.replicas} batch {s.max_batch}: "
             f"{self.goodput:.3g} req/s in SLO ({self.attainment:.0%}), "
-            f"{self.per_gpu:.3g}/GPU, {self.per_dollar(price):.3g}/$"
+            f"{self.per_gpu:.3g}/GPU, {self.per_dollar(price):,.0f}/$"
         )
 
 
@@ -96,13 +94,15 @@ def trace_blocks(requests: tuple[Request, ...], block: int) -> int:
     return sum(blocks_for(r.context + 1, block) for r in requests)
 
 
-def sample(requests: tuple[Request, ...], stages: int) -> tuple[Request, ...]:
-    """The first requests up to SEARCH_TOKENS output tokens through `stages` stages (at
-    least one request)."""
+def sample(
+    requests: tuple[Request, ...], stages: int, tokens: int = SEARCH_TOKENS
+) -> tuple[Request, ...]:
+    """The first requests up to `tokens` output tokens through `stages` stages (at least
+    one request)."""
     total = 0
     for n, request in enumerate(requests):
         total += request.output_len * stages
-        if total > SEARCH_TOKENS and n:
+        if total > tokens and n:
             return requests[:n]
     return requests
 
