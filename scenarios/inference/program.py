@@ -51,6 +51,7 @@ class SeriesIndex:
     marker: list[str] = field(default_factory=list)  # per iteration: token time action id
     anchor: dict[int, str] = field(default_factory=dict)  # rank -> its start barrier id
     arrival_rank: list[int] = field(default_factory=list)  # per iteration
+    token_rank: list[int] = field(default_factory=list)  # per iteration: where it samples
     collectives: list[int] = field(default_factory=list)  # per iteration, on its marker rank
 
 
@@ -146,6 +147,7 @@ def _whole(w: _Writer, rank: int, k: int, it: Iteration) -> None:
     marker = w.compute(rank, k, it, "model", -1, seconds)
     w.index.marker.append(marker)
     w.index.arrival_rank.append(rank)
+    w.index.token_rank.append(rank)
     w.index.collectives.append(0)
 
 
@@ -192,6 +194,7 @@ def _tensor_parallel(w: _Writer, ranks: tuple[int, ...], k: int, it: Iteration) 
             marker = head
     w.index.marker.append(marker)
     w.index.arrival_rank.append(ranks[0])
+    w.index.token_rank.append(ranks[0])  # every TP rank samples alike; the first reports
     w.index.collectives.append(2 * shape.layers + 1 if tp > 1 else 0)
 
 
@@ -259,6 +262,7 @@ def _pipeline(w: _Writer, ranks: tuple[int, ...]) -> None:
             )
         w.index.marker.append(marker)
         w.index.arrival_rank.append(first)
+        w.index.token_rank.append(last)
         w.index.collectives.append(0)
 
 

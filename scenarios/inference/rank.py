@@ -92,14 +92,10 @@ class Server:
 
     def answers(self) -> list[int]:
         """Requests whose tokens this rank samples and reports."""
-        mine = {m.rsplit("@r", 1)[1] for m in self.index.marker}
-        if str(self.ctx.rank) not in mine:
-            return []
-        ids = set()
-        for it, marker in zip(self.index.plan.iterations, self.index.marker, strict=True):
-            if marker.endswith(f"@r{self.ctx.rank}"):
-                ids.update(p.request for p in it.pieces)
-        return sorted(ids)
+        index = self.index
+        mine = [it for it, rank in zip(index.plan.iterations, index.token_rank, strict=True)
+                if rank == self.ctx.rank]  # fmt: skip
+        return sorted({p.request for it in mine for p in it.pieces})
 
     @staticmethod
     def chunks(it: Iteration) -> list[Chunk]:
