@@ -291,6 +291,7 @@ def metrics(
         per_step = decode[0] if decode else 0
         seen = report.collectives_seen(index, run.measured) if run else None
         out.append(Metric("collectives_per_decode_step", "count", seen, per_step, series=s))
+        out += report.layout_metrics(s, index.plan, params.shape, planning_device())
         if run is None:
             continue
         mine = [r.series[s] for r in run.results if s in r.series]

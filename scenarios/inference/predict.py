@@ -23,7 +23,7 @@ from scenarios.inference.disagg import disaggregated
 from scenarios.inference.latency import served
 from scenarios.inference.plan import Plan, plan
 from scenarios.inference.program import requests_label
-from scenarios.inference.report import serving_metrics
+from scenarios.inference.report import layout_metrics, serving_metrics
 from scenarios.inference.search import kv_blocks, sample, search, trace_blocks
 from scenarios.inference.stepmodel import Device, planning_device
 from scenarios.inference.trace import make_trace
@@ -158,6 +158,7 @@ def on_clock(params: InferenceParams, model: CostModel) -> Lumped:
         tp = planned.serving.tp
         per_step = 2 * shape.layers + 1 if tp > 1 else 0
         out.append(Metric("collectives_per_decode_step", "count", None, per_step, series=series))
+        out += layout_metrics(series, planned, shape, device)
     out += search_metrics(params, device)
     return Lumped(timeline, FORMULA, out)
 

@@ -11,12 +11,15 @@ Imports: runtime's pure part and the lesson's pure modules.
 
 from __future__ import annotations
 
+import statistics
 from typing import TYPE_CHECKING
 
 from runtime.trace import Timeline
+from scenarios.inference.blocks import blocks_for
 from scenarios.inference.latency import Served, occupancy, served
 from scenarios.inference.plan import Plan
 from scenarios.inference.program import SeriesIndex, kv_bytes_per_block
+from scenarios.inference.stepmodel import Device, Shape, Work, tp_comm_seconds
 from scenarios.metrics import Metric
 
 if TYPE_CHECKING:
@@ -91,3 +94,25 @@ def collectives_seen(index: SeriesIndex, timeline: Timeline) -> float | None:
         and sp.kind in ("all_reduce", "all_gather")
     )
     return seen / len(decode)
+
+
+def layout_metrics(series: str, plan: Plan, shape: Shape, device: Device) -> list[Metric]:
+    """What the layout costs by the step model on `device`: TP's collectives in one decode
+    step of one sequence at the trace's mean context, PP's idle share of the stages (the
+    bubble, large at low load), and how many of the longest requests the KV pool holds."""
+    serving = plan.serving
+    out = []
+    if serving.tp > 1:
+        context = round(statistics.fmean(r.context for r in plan.requests))
+        step = Work.of([(context, 1, True)])
+        comm = tp_comm_seconds(shape, device, step, shape.layers, serving.tp, True)
+        out.append(Metric("tp_comm_per_decode_step_s", "s", None, comm, series=series))
+    if serving.pp > 1 and plan.iterations:
+        busy = sum(end - start for it in plan.iterations for start, end in it.stages)
+        span = max(it.end for it in plan.iterations) - min(it.start for it in plan.iterations)
+        bubble = 1.0 - busy / (serving.pp * span) if span > 0 else 0.0
+        out.append(Metric("pp_bubble_fraction", "fraction", None, bubble, series=series))
+    longest = max((r.context + 1 for r in plan.requests), default=1)
+    fits = serving.kv_blocks // blocks_for(longest, serving.kv_block)
+    out.append(Metric("max_concurrent_sequences", "count", fits, series=series))
+    return out
