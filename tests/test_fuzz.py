@@ -150,6 +150,18 @@ def knob_value(name: str, knob: Knob) -> st.SearchStrategy[tuple[str, bool | Non
             st.sampled_from([(",", True), ("", True)]),
             bad_garbage.filter(lambda pair: not choices_ok(pair[0], knob.choices)),
         )
+    if kind == "float":
+        lo = low if low is not None else 0.0
+        cap = high if high is not None else 1e12
+        far = [st.just((f"{lo - 1:g}", True))] if low is not None else []
+        if high is not None:
+            far.append(st.just((f"{high * 2 + 1:g}", True)))
+        return st.one_of(
+            st.floats(lo, cap, allow_nan=False).map(lambda x: (f"{x:g}", None)),
+            *far,
+            st.sampled_from([("nan", True), ("inf", True), ("-inf", True), ("1e400", True)]),
+            bad_garbage,
+        )
     assert kind == "count", kind
     return st.one_of(
         st.sampled_from([("auto", False), ("7B", False), ("125M", False), ("7e9", False)]),

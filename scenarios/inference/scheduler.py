@@ -245,9 +245,8 @@ class _Clients:
 
     def outstanding(self, t: float) -> list[int]:
         # an engine's answers come in time order: count those by t with a bisection
-        return [
-            n - bisect_right(done, t) for n, done in zip(self.routed, self.answered, strict=True)
-        ]
+        pairs = zip(self.routed, self.answered, strict=True)
+        return [n - bisect_right(done, t) for n, done in pairs]
 
     def deliver(
         self,
