@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playground import session  # noqa: E402
+from runtime.launch import RunFailed  # noqa: E402
 from runtime.units import format_seconds  # noqa: E402
 from scenarios.metrics import Metric, find  # noqa: E402
 
@@ -44,7 +45,14 @@ SHARED = {
 
 
 def runs(raw: dict[str, str], count: int) -> list[list[Metric]]:
-    return [session.run("inference", raw, stream=False).metrics for _ in range(count)]
+    out = []
+    for _ in range(count):
+        try:
+            out.append(session.run("inference", raw, stream=False).metrics)
+        except RunFailed as exc:  # a rank starved past the heartbeat on a busy machine
+            print(f"  (a run failed and is run again: {exc})", file=sys.stderr)
+            out.append(session.run("inference", raw, stream=False).metrics)
+    return out
 
 
 def median(rows: list[list[Metric]], name: str, series: str, predicted: bool = False) -> float:
