@@ -107,6 +107,9 @@ class RatesDoc(Struct, frozen=True):
     backward_overhead_s: Annotated[float, Meta(ge=0, le=1e3)]
     adam_s_per_element: Annotated[float, Meta(ge=0, le=1)]
     disk_bytes_per_s: Rate = 5e8
+    sharded_forward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
+    sharded_backward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
+    sharded_adam_s: Annotated[float, Meta(ge=0, le=1e3)] = 1.5e-4
     peak_flops_per_s: Rate | None = None
     achieved_fraction: Fraction | None = None
     memory_bytes: Annotated[float, Meta(ge=0, le=1e18)] | None = None

@@ -32,7 +32,7 @@ from runtime.costmodel import CostModel
 from runtime.files import write_text_atomic
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
-METHOD_VERSION = 5
+METHOD_VERSION = 6
 # What the ranks of a calibration run (runtime.calibration_rank).
 RANK_ENTRY = "runtime.calibration_rank:run_rank"
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
@@ -45,6 +45,9 @@ DISK_BYTES = 4 * 2**20
 # The all-reduce timed between computes (collective_scale): a ZeRO unit's gradients.
 BUSY_BYTES = 256 * 2**10
 BUSY_REPS = 12
+# The MiniGPT timed under torch's FSDP2 and plain, for FSDP2's per-tensor overheads:
+# (layers, hidden, seq, vocab, sequences), the zero lesson's default model.
+SHARDED_SHAPE = (2, 32, 16, 64, 4)
 
 
 def cache_dir() -> Path:
@@ -167,6 +170,7 @@ def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
     f_overhead, f_rate = fit_rates(forward)
     b_overhead, b_rate = fit_rates(backward)
     disk = [r["disk_bytes_per_s"] for r in rank_results if r.get("disk_bytes_per_s")]
+    sharded = sharded_overheads([r["sharded"] for r in rank_results if r.get("sharded")])
     return ComputeRates(
         forward_flops_per_s=f_rate,
         backward_flops_per_s=b_rate,
@@ -174,9 +178,25 @@ def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
         backward_overhead_s=b_overhead,
         adam_s_per_element=statistics.median(r["adam_s_per_element"] for r in rank_results),
         disk_bytes_per_s=disk[0] if disk else 5e8,
-        source="MiniGPT blocks, Adam and an fsync'ed write timed on this machine, "
+        **sharded,
+        source="MiniGPT blocks, Adam, FSDP2 and an fsync'ed write timed on this machine, "
         "every rank busy at once (CPU seconds)",
     )
+
+
+def sharded_overheads(rows: list[list[float]]) -> dict[str, float]:
+    """FSDP2's seconds per parameter tensor (runtime.compute.ComputeRates.sharded_*):
+    the median over ranks of (FSDP2's forward, backward, Adam) minus the same model's
+    plain ones, over its tensors. Rows: [tensors, F, B, opt under FSDP2, F, B, opt
+    plain]; none measured (a calibration without FSDP2): the typical figures."""
+    if not rows:
+        return {}
+    tensors = rows[0][0]
+    names = ("sharded_forward_s", "sharded_backward_s", "sharded_adam_s")
+    return {
+        name: max(statistics.median(row[1 + i] - row[4 + i] for row in rows), 0.0) / tensors
+        for i, name in enumerate(names)
+    }
 
 
 def busy_scale(

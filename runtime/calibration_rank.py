@@ -32,10 +32,11 @@ from runtime.calibration import (
     DISK_BYTES,
     REDUCE_BYTES,
     REPS,
+    SHARDED_SHAPE,
     SIZES,
 )
 from runtime.comm import Comm
-from runtime.models import Block, GPTConfig
+from runtime.models import Block, GPTConfig, MiniGPT, batch
 from runtime.program import Action
 from runtime.rundirs import runs_root
 from runtime.worker import RankContext
@@ -83,6 +84,7 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
         "blocks": _blocks(),
         "adam_s_per_element": _adam(),
         "disk_bytes_per_s": _disk() if rank == 0 else None,
+        "sharded": _sharded(rank),
     }
 
 
@@ -133,6 +135,50 @@ def _blocks() -> list[list[float]]:
 
         out.append([hidden, tokens, seq, forward, max(0.0, _cpu_seconds(both) - forward)])
     return out
+
+
+def _sharded(rank: int) -> list[float]:
+    """[tensors, forward, backward, Adam under FSDP2, forward, backward, Adam plain]:
+    CPU seconds of one step's phases of the same MiniGPT, each block, the embedding and
+    the head one FSDP unit resharding after forward (as the zero lesson's fsdp2 stage),
+    every rank at once; medians of REPS after one untimed step (DTensor's first-call
+    caches are a once-per-process cost)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    layers, hidden, seq, vocab, sequences = SHARDED_SHAPE
+    cfg = GPTConfig(vocab=vocab, seq=seq, hidden=hidden, heads=4, layers=layers)
+    inputs, targets = batch(cfg, sequences, seed=1 + rank)
+    share = min(1.0, (os.cpu_count() or 1) / dist.get_world_size())
+    out: list[float] = []
+    for sharded in (True, False):
+        model = MiniGPT(cfg)
+        if sharded:
+            mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+            for unit in (model.embedding, *model.blocks, model.head):
+                fully_shard(unit, mesh=mesh, reshard_after_forward=True)
+            fully_shard(model, mesh=mesh, reshard_after_forward=True)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        phases: list[list[float]] = [[], [], []]
+        for rep in range(REPS + 1):
+            dist.barrier()
+            optimizer.zero_grad(set_to_none=True)
+            times = [(time.process_time(), time.perf_counter())]
+            loss = model(inputs, targets)
+            times.append((time.process_time(), time.perf_counter()))
+            loss.backward()
+            times.append((time.process_time(), time.perf_counter()))
+            optimizer.step()
+            times.append((time.process_time(), time.perf_counter()))
+            for i in range(3 * (rep > 0)):
+                cpu = times[i + 1][0] - times[i][0]
+                if sharded and i < 2:
+                    # As the zero lesson times FSDP2: its forward and backward wait in
+                    # their collectives, the wall time at this rank's share of the cores.
+                    cpu = max(cpu, (times[i + 1][1] - times[i][1]) * share)
+                phases[i].append(cpu)
+        out += [statistics.median(p) for p in phases]
+    return [float(len(list(MiniGPT(cfg).parameters()))), *out]
 
 
 def _adam() -> float:

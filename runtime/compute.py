@@ -34,6 +34,12 @@ class ComputeRates:
     backward_overhead_s: float
     adam_s_per_element: float  # one Adam update of one fp32 parameter
     disk_bytes_per_s: float = 5e8  # writing a checkpoint, fsync included
+    # torch's FSDP2, per parameter tensor per step, beyond the FLOPs: its DTensor
+    # bookkeeping, the copy into and out of each all-gather/reduce-scatter buffer and the
+    # latency of those collectives (forward, backward), and Adam over DTensors (opt).
+    sharded_forward_s: float = 3e-4
+    sharded_backward_s: float = 3e-4
+    sharded_adam_s: float = 1.5e-4
     peak_flops_per_s: float | None = None  # a datasheet's figure, when there is one
     achieved_fraction: float | None = None  # MFU assumed against that peak
     memory_bytes: float | None = None  # one device's memory (a datasheet's)
@@ -59,6 +65,15 @@ class ComputeRates:
 
     def adam_seconds(self, elements: float) -> float:
         return elements * self.adam_s_per_element
+
+    def sharded_seconds(self, tensors: int) -> tuple[float, float, float]:
+        """(forward, backward, Adam) seconds FSDP2 adds per step for `tensors` parameter
+        tensors, beyond the FLOPs and the bytes its collectives move."""
+        return (
+            tensors * self.sharded_forward_s,
+            tensors * self.sharded_backward_s,
+            tensors * self.sharded_adam_s,
+        )
 
     def write_seconds(self, nbytes: float) -> float:
         return nbytes / self.disk_bytes_per_s
@@ -113,7 +128,9 @@ def gpu(
     """A datasheet GPU: matmuls at `achieved_fraction` (MFU) of the peak; a block costs
     about 12 kernel launches forward and 24 backward; Adam streams 28 bytes per
     element (reads parameter, gradient and two moments, writes three) through HBM; a
-    checkpoint is written to an NVMe disk at about 2 GB/s."""
+    checkpoint is written to an NVMe disk at about 2 GB/s. FSDP2's bookkeeping per
+    parameter tensor is host-side dispatch, mostly hidden under the kernels it queues:
+    a few launches' worth (an assumption, not a measurement)."""
     rate = peak_flops_per_s * achieved_fraction
     return ComputeRates(
         forward_flops_per_s=rate,
@@ -122,6 +139,9 @@ def gpu(
         backward_overhead_s=24 * launch_s,
         adam_s_per_element=28 / memory_bytes_per_s,
         disk_bytes_per_s=2e9,
+        sharded_forward_s=4 * launch_s,
+        sharded_backward_s=8 * launch_s,
+        sharded_adam_s=2 * launch_s,
         peak_flops_per_s=peak_flops_per_s,
         achieved_fraction=achieved_fraction,
         memory_bytes=memory_bytes,

@@ -249,7 +249,9 @@ def refine_collectives(
     collective's own time, e.g. behind a rank slowed on purpose) is taken off the
     measured span, so it is not counted twice. The scale of a kind is the median over its
     instances of measured / formula, bounded to [0.2, 20]; the median, as in `refine`:
-    one instance disturbed by the machine does not move it.
+    one instance disturbed by the machine does not move it. The steps of a collective
+    the Program spells out itself (a ring's sendrecvs) get a scale `sendrecv`: the
+    median over iterations of their measured extent over the predicted one.
     """
     forecast = predicted.by_action() if predicted is not None else {}
     spans = measured.by_action()
@@ -275,6 +277,22 @@ def refine_collectives(
             took -= max(0.0, statistics.median(s.end - s.start for s in foreseen) - own)
         if formula > 0 and took > 0:
             ratios.setdefault(action.kind, []).append(took / formula)
+    # The steps of a collective the Program spells out (a ring's sendrecvs): per
+    # iteration, from the first rank's first step to the last rank's last one (the gaps
+    # between steps and the ranks' skew leaving the barrier before are the collective's
+    # too), measured over predicted, on top of the scale already used.
+    extents: dict[tuple, list[float]] = {}
+    for a in program.actions():
+        if a.kind == "sendrecv" and a.id in spans and a.id in forecast:
+            m, p = spans[a.id], forecast[a.id]
+            box = extents.setdefault((a.series, a.step), [m.start, m.end, p.start, p.end])
+            box[:] = [min(box[0], m.start), max(box[1], m.end), min(box[2], p.start),
+                      max(box[3], p.end)]  # fmt: skip
+    steps = [(b[1] - b[0]) / (b[3] - b[2]) for b in extents.values() if b[3] > b[2] and b[1] > b[0]]
+    if steps:
+        ratios["sendrecv"] = [
+            model.collective_scale.get("sendrecv", 1.0) * statistics.median(steps)
+        ]
     if not ratios:
         return model
     scale = {k: min(20.0, max(0.2, statistics.median(v))) for k, v in ratios.items()}

@@ -175,8 +175,12 @@ class Compiler:
                 nonblocking = bool(a.arg("nonblocking", False))
                 return (SEND, (rank, a.dst), alpha, a.bytes * beta, out, nonblocking)
             into = (a.src, rank, a.arg("tag", 0))
-            reduce = model.gamma * a.recv_bytes if a.reduce else 0.0
-            return (SENDRECV, (rank, a.dst), alpha, a.bytes * beta, out, into, reduce)
+            # A hand-made collective's steps, as a run timed them (refine_collectives).
+            scale = model.collective_scale.get("sendrecv", 1.0)
+            reduce = model.gamma * a.recv_bytes * scale if a.reduce else 0.0
+            return (
+                SENDRECV, (rank, a.dst), alpha * scale, a.bytes * beta * scale, out, into, reduce
+            )  # fmt: skip
         if kind == "recv":
             reduce = model.gamma * a.bytes if a.reduce else 0.0
             return (RECV, (a.src, rank, a.arg("tag", 0)), reduce)

@@ -50,6 +50,12 @@ class GPTShape(Params):
         """Parameters of the MiniGPT of this shape (runtime.models)."""
         return formulas.gpt_parameter_count(self.vocab, self.seq, self.hidden, self.layers)
 
+    @property
+    def parameter_tensors(self) -> int:
+        """Parameter tensors of that MiniGPT: 12 per block (two LayerNorms and four Linears,
+        weight and bias each), the two embeddings, the head's LayerNorm and its Linear."""
+        return 12 * self.layers + 5
+
     def check_run_size(self, limit: int) -> None:
         """Refuse a real run of a model larger than this machine trains in a lesson's time."""
         if self.parameters > limit:

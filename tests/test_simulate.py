@@ -330,3 +330,21 @@ def test_refine_collectives_scales_each_kind_by_the_runs_median_ratio() -> None:
     assert refined.collective_time(program.ranks[0][0]) == pytest.approx(5e-3)
     assert "collectives as measured" in refined.source
     assert refine_collectives(model, program, Timeline()) is model  # nothing timed: unchanged
+
+
+def test_refine_scales_a_spelled_out_ring_as_measured() -> None:
+    """A ring measured 1.5× slower than predicted (its steps' gaps and the ranks' skew
+    included) is predicted 1.5× slower after the run refines it."""
+    from dataclasses import replace
+
+    from runtime.costmodel import refine_collectives
+    from runtime.trace import Timeline
+
+    program = program_of(4, collectives.ring_all_reduce(list(range(4)), 2**18, 4))
+    before = simulate(program, MODEL)
+    measured = Timeline(
+        [replace(s, start=s.start * 1.5 + 1e-3, end=s.end * 1.5 + 1e-3) for s in before.spans]
+    )
+    refined = refine_collectives(MODEL, program, measured, before)
+    assert refined.collective_scale["sendrecv"] == pytest.approx(1.5)
+    assert simulate(program, refined).makespan == pytest.approx(1.5 * before.makespan, rel=1e-6)

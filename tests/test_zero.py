@@ -390,3 +390,49 @@ async def test_lesson_screen_predicts_and_opens_a_saved_run(four_ranks, tmp_path
         rows = screen.query_one("#memory").rows
         assert len(rows) == 5 * 4 * 2 and rows[0].bytes_by_category["params"] > 0
         assert (rows[0].group, rows[0].predicted, rows[1].predicted) == ("ddp", False, True)
+
+
+def test_parameter_tensors_count_the_minigpt():
+    """The shape's tensor count (FSDP2's per-tensor overheads scale with it) is the model's."""
+    from runtime.models import GPTConfig, MiniGPT
+    from scenarios.shape import GPTShape
+
+    for layers in (1, 2, 5):
+        shape = GPTShape(layers=layers)
+        model = MiniGPT(GPTConfig.from_shape(shape))
+        assert shape.parameter_tensors == len(list(model.parameters()))
+
+
+def test_fsdp2_estimate_adds_its_overheads_and_bytes():
+    """Before a run, FSDP2's forward is ZeRO-3's FLOPs plus its per-tensor overheads and
+    its all-gathers' bytes at the link's bandwidth; its Adam pays per tensor too."""
+    from dataclasses import replace
+
+    from runtime.compute import TYPICAL_CPU
+    from runtime.costmodel import CostModel
+    from scenarios.zero.lesson import estimate
+
+    params = ZeroParams()
+    base = CostModel("t", alpha=1e-5, beta=1e-9, gamma=0.0, rates=TYPICAL_CPU)
+    costs = estimate(params, base).compute
+    units = len(unit_numels(params))
+    flops_f = sum(costs[f"F.u{u}"] for u in range(units))
+    flops_b = sum(costs[f"B.u{u}"] for u in range(units))
+    tensors = params.model.parameter_tensors
+    moved = params.psi * 4 * 3 / 4 * 1e-9
+    assert costs["F.fsdp2"] == pytest.approx(flops_f + tensors * 3e-4 + moved)
+    assert costs["B.fsdp2"] == pytest.approx(flops_b + tensors * 3e-4 + 2 * moved)
+    assert costs["opt.fsdp2"] == pytest.approx(costs["opt.zero3"] + tensors * 1.5e-4)
+    slower = replace(TYPICAL_CPU, sharded_forward_s=1e-3)
+    assert estimate(params, replace(base, rates=slower)).compute["F.fsdp2"] > costs["F.fsdp2"]
+
+
+def test_sharded_overheads_fit():
+    from runtime.calibration import sharded_overheads
+
+    rows = [[29.0, 0.03, 0.05, 0.01, 0.001, 0.002, 0.0005]] * 3
+    fitted = sharded_overheads(rows)
+    assert fitted["sharded_forward_s"] == pytest.approx(0.029 / 29)
+    assert fitted["sharded_backward_s"] == pytest.approx(0.048 / 29)
+    assert fitted["sharded_adam_s"] == pytest.approx(0.0095 / 29)
+    assert sharded_overheads([]) == {}

@@ -221,11 +221,19 @@ def estimate(params: ZeroParams, model: CostModel) -> CostModel:
         estimated[f"B.u{u}"] = (
             calls * rates.backward_overhead_s + 2 * flops / rates.backward_flops_per_s
         )
-    estimated["F.fsdp2"] = sum(estimated[f"F.u{u}"] for u in range(len(numels)))
-    estimated["B.fsdp2"] = sum(estimated[f"B.u{u}"] for u in range(len(numels)))
+    # FSDP2 runs its collectives inside its forward and backward (one span each here):
+    # the same FLOPs, the bytes of ZeRO-3's all-gathers (and reduce-scatters) at the
+    # link's bandwidth, and its per-tensor overheads (calibrated: runtime.calibration).
+    _, beta = model.group_link(range(params.ranks))
+    moved = sum(numels) * FP32 * (params.ranks - 1) / params.ranks * beta
+    forward, backward, adam = rates.sharded_seconds(shape.parameter_tensors)
+    estimated["F.fsdp2"] = sum(estimated[f"F.u{u}"] for u in range(len(numels))) + forward + moved
+    estimated["B.fsdp2"] = (
+        sum(estimated[f"B.u{u}"] for u in range(len(numels))) + backward + 2 * moved
+    )
     for stage in STAGES:
         local = params.psi if stage == "ddp" else params.psi / params.ranks
-        estimated[f"opt.{stage}"] = rates.adam_seconds(local)
+        estimated[f"opt.{stage}"] = rates.adam_seconds(local) + adam * (stage == "fsdp2")
     return replace(model, compute={**model.compute, **estimated})
 
 
