@@ -28,7 +28,7 @@ from runtime.units import format_seconds  # noqa: E402
 from scenarios.metrics import Metric, find  # noqa: E402
 
 MODES = [("tp", "2"), ("pp", "2"), ("replicas", "4")]
-RATE = "4"  # requests per second: below what two ranks sharing two cores serve
+RATE = "2"  # requests per second: well below what two ranks sharing two cores serve
 SHARED = {
     "mode": "replicas",
     "ranks": "4",
