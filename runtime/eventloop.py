@@ -22,7 +22,10 @@ Ops (tuples, first item the code):
   every member has launched it and each member's communication stream is free
   (its non-blocking collectives run one after another, in launch order), and
   ends `seconds` later; a member's op spans its launch to that end;
-- (DRAIN,): until every non-blocking collective the rank launched has ended.
+- (DRAIN,): until every non-blocking collective the rank launched has ended;
+- (UNTIL, seconds, back): the rank idles until `seconds` after the end of its op
+  `back` places earlier (a server waiting for a request's arrival, on a clock that
+  starts where its run did).
 `link` and `channel` are any hashable keys: messages on one link queue one
 after another; on one channel they pair in order.
 
@@ -49,7 +52,7 @@ from typing import Any
 
 from runtime.costmodel import CostModel
 
-COMPUTE, SEND, RECV, SENDRECV, COLLECTIVE, WAIT, ASYNC, DRAIN = range(8)
+COMPUTE, SEND, RECV, SENDRECV, COLLECTIVE, WAIT, ASYNC, DRAIN, UNTIL = range(9)
 
 Op = tuple[Any, ...]
 
@@ -279,6 +282,8 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
                     in_wait[rank] = t
                     return
                 end = max(t, settled[rank])
+            elif code == UNTIL:
+                end = max(t, ends[rank][i - op[2]] + op[1])
             elif code == COLLECTIVE:
                 collective(rank, op, t)
                 return

@@ -21,6 +21,9 @@ Semantics (the same ones the real engine implements in runtime.worker):
   not count as computing (calibration folds the CPU that loopback traffic
   burns into alpha and beta). Without a core count every compute runs at its
   base speed.
+- a compute with the `until` arg, (back, seconds), computes nothing: the rank
+  idles until `seconds` after the end of its action `back` places earlier (a
+  server waiting for a request to arrive, on the clock its run started).
 - send: blocking, like `send` (or `isend` then `wait`): the message occupies
   the directed link (src, dst) for alpha + S·beta, one message after another,
   and the sender is free when its message is delivered. It never waits for
@@ -78,6 +81,7 @@ from runtime.eventloop import (
     RECV,
     SEND,
     SENDRECV,
+    UNTIL,
     WAIT,
     CollectiveMismatch,
     Op,
@@ -204,7 +208,10 @@ class Compiler:
                 self._seconds[key] = model.collective_time(a)
             code = ASYNC if a.nonblocking else COLLECTIVE
             return (code, gid, self._seconds[key], (kind, a.bytes))
-        if a.is_wait:
+        until = a.arg("until")
+        if until is not None:  # idles until a moment after an earlier action's end
+            return (UNTIL, float(until[1]), int(until[0]))
+        if a.is_wait:  # until the rank's non-blocking collectives have ended
             return (DRAIN,)
         if a.arg("io"):  # waits on a device (the disk), not on a core
             return (WAIT, model.compute_time(a))

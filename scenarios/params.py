@@ -184,11 +184,6 @@ MAX_SIZE = 512 * 2**40
 MAX_DURATION = 100_000 * 3600.0
 
 
-def number(default: float, minimum: float | None = None, maximum: float | None = None) -> Any:
-    """A real number (a price in dollars, TFLOP/s, a safety margin): 0.35, 1.5, 312."""
-    return _knob("float", default, minimum=minimum, maximum=maximum)
-
-
 def size(
     default: int,
     minimum: int = 0,
@@ -204,6 +199,19 @@ def size(
 def duration(default: float, minimum: float | None = None, maximum: float = MAX_DURATION) -> Any:
     """A duration in seconds, typed with units (0.5s, 90s, 19min, 3h)."""
     return _knob("duration", default, minimum=minimum, maximum=maximum)
+
+
+def number(
+    default: float,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    predict_maximum: float | None = None,
+) -> Any:
+    """A real number (a price in dollars, TFLOP/s, a request rate, a fraction): 0.35,
+    1.5, 312; `maximum` bounds a real run, `predict_maximum` predict."""
+    return _knob(
+        "float", default, minimum=minimum, maximum=maximum, predict_maximum=predict_maximum
+    )
 
 
 def choice(default: str, options: Iterable[str]) -> Any:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from scenarios.base import Lesson, LessonInfo
 from scenarios.failure_resume.lesson import LESSON as FAILURE_RESUME
+from scenarios.inference.lesson import LESSON as INFERENCE
 from scenarios.mixed_precision.lesson import LESSON as MIXED_PRECISION
 from scenarios.pipeline.lesson import LESSON as PIPELINE
 from scenarios.ring_allreduce.lesson import LESSON as RING_ALLREDUCE
@@ -32,21 +33,12 @@ LESSONS: dict[str, Lesson] = {
         TENSOR_PARALLEL,
         PIPELINE,
         MIXED_PRECISION,
+        INFERENCE,
     )
 }
 
-PLANNED = (
-    LessonInfo(
-        7,
-        "inference",
-        {"es": "Inferencia distribuida", "en": "Distributed inference"},
-        {
-            "es": "Decodificación TP/PP, caché KV, réplicas y un SLO de latencia.",
-            "en": "TP/PP decode, KV cache, replicas and a latency SLO.",
-        },
-        False,
-    ),
-)
+# Lessons of the unit not built yet (none now: every one has its package).
+PLANNED: tuple[LessonInfo, ...] = ()
 
 
 def get_lesson(name: str) -> Lesson:

@@ -293,6 +293,17 @@ LARGEST = {
         "seq": "4096",
         "vocab": "65536",
     },
+    "inference": {
+        "mode": "tp,pp,replicas",
+        "ranks": "4",
+        "requests": "1000",
+        "output_len": "4",
+        "prompt_len": "20",
+        "layers": "64",
+        "heads": "64",
+        "hidden": "4096",
+        "gpus": "4096",
+    },
 }
 
 

@@ -1,0 +1,121 @@
+"""What a served trace's clients saw: TTFT, TPOT, throughput, goodput, KV occupancy.
+
+Part of lesson 7's mechanism, pure. The same reading serves a measured run, a
+simulated Program and the scheduler's own clock (predict, the config search):
+it takes a plan (scenarios.inference.plan) and, for each iteration, the moment
+its tokens exist and the moment the series' clock started on the rank that
+received its requests. REFERENCES.md, "Distributed inference":
+
+- TTFT: first token − arrival (queueing and the prefill);
+- TPOT: (last token − first token) / (output tokens − 1), the time per output
+  token once decoding;
+- throughput: output tokens / (last token − start);
+- SLO attainment: the share of requests with TTFT ≤ ttft_slo and TPOT ≤
+  tpot_slo; goodput: those requests per second of the run (DistServe, Zhong et
+  al. 2024, rates a system by the rate it serves within the SLO).
+
+Pure: stdlib only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scenarios.inference.plan import Plan
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0-100), linear between order statistics (numpy's default)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    low, high = math.floor(pos), math.ceil(pos)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+@dataclass(frozen=True)
+class Served:
+    """Per request latencies and the run's totals."""
+
+    ttft: dict[int, float]
+    tpot: dict[int, float]
+    tokens: int
+    duration: float
+
+    def p(self, which: str, q: float) -> float | None:
+        return percentile(list(getattr(self, which).values()), q)
+
+    @property
+    def throughput(self) -> float:
+        return self.tokens / self.duration if self.duration > 0 else 0.0
+
+    def meets(self, ttft_slo: float, tpot_slo: float) -> int:
+        return sum(
+            1
+            for rid, t in self.ttft.items()
+            if t <= ttft_slo and self.tpot.get(rid, 0.0) <= tpot_slo
+        )
+
+    def attainment(self, ttft_slo: float, tpot_slo: float) -> float:
+        return self.meets(ttft_slo, tpot_slo) / len(self.ttft) if self.ttft else 0.0
+
+    def goodput(self, ttft_slo: float, tpot_slo: float) -> float:
+        """Requests per second that met both SLOs."""
+        return self.meets(ttft_slo, tpot_slo) / self.duration if self.duration > 0 else 0.0
+
+
+def served(plan: Plan, token_time: Sequence[float], origin: Sequence[float]) -> Served:
+    """Latencies from each iteration's token time and its arrivals' clock origin."""
+    requests = {r.id: r for r in plan.requests}
+    arrived: dict[int, float] = {}
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
+    tokens = 0
+    for it, t, t0 in zip(plan.iterations, token_time, origin, strict=True):
+        for piece in it.pieces:
+            if piece.padding:
+                continue
+            tokens += 1
+            rid = piece.request
+            if piece.first:
+                arrived[rid] = t0 + requests[rid].arrival
+                first[rid] = last[rid] = t
+            if piece.done:
+                last[rid] = t
+    ttft = {rid: first[rid] - arrived[rid] for rid in first}
+    tpot = {
+        rid: (last[rid] - first[rid]) / (requests[rid].output_len - 1)
+        for rid in first
+        if requests[rid].output_len > 1
+    }
+    start = min(origin, default=0.0)
+    end = max(last.values(), default=start)
+    return Served(ttft, tpot, tokens, end - start)
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """The KV cache over a plan's iterations: peak blocks in use, and the waste of the
+    paged layout and of a contiguous max-length slot per sequence (slot-weighted)."""
+
+    peak_slots: int
+    paged_waste: float
+    contiguous_waste: float
+
+
+def occupancy(plan: Plan) -> Occupancy:
+    written = allocated = used = reserved = peak = 0
+    for it in plan.iterations:
+        written += it.kv[0]
+        allocated += it.kv[1]
+        used += it.contiguous[0]
+        reserved += it.contiguous[1]
+        peak = max(peak, it.kv[1])
+    return Occupancy(
+        peak,
+        1.0 - written / allocated if allocated else 0.0,
+        1.0 - used / reserved if reserved else 0.0,
+    )

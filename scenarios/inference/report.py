@@ -1,0 +1,118 @@
+"""The inference lesson's metrics of one mode, from a timeline or the scheduler's clock.
+
+Part of lesson 7 (scenarios.inference.lesson's `metrics` and predict's `lump`
+read the same figures through it): where a Program's timeline (measured or
+simulated) puts each iteration's tokens and each series' start
+(scenarios.inference.program.SeriesIndex), what the clients saw
+(scenarios.inference.latency), and the KV cache's occupancy.
+
+Imports: runtime's pure part and the lesson's pure modules.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING
+
+from runtime.trace import Timeline
+from scenarios.inference.blocks import blocks_for
+from scenarios.inference.latency import Served, occupancy, served
+from scenarios.inference.plan import Plan
+from scenarios.inference.program import SeriesIndex, kv_bytes_per_block
+from scenarios.inference.stepmodel import Device, Shape, Work, tp_comm_seconds
+from scenarios.metrics import Metric
+
+if TYPE_CHECKING:
+    from scenarios.inference.lesson import InferenceParams
+
+
+def read_timeline(index: SeriesIndex, timeline: Timeline) -> Served:
+    ends = {s.action_id: s.end for s in timeline.spans if s.action_id}
+    token_time = [ends[m] for m in index.marker]
+    origin = [ends[index.anchor[r]] for r in index.arrival_rank]
+    return served(index.plan, token_time, origin)
+
+
+def serving_metrics(
+    params: InferenceParams,
+    series: str,
+    plan: Plan,
+    measured: Served | None,
+    predicted: Served,
+    kv_measured: list[int] | None = None,
+) -> list[Metric]:
+    """The latency, throughput, SLO and KV metrics of one mode, measured beside predicted
+    (`kv_measured`: the peak KV bytes each rank held, after a run)."""
+    slo = (params.ttft_slo, params.tpot_slo)
+    out = []
+    for which in ("ttft", "tpot"):
+        for q in (50, 99):
+            value = measured.p(which, q) if measured else None
+            out.append(Metric(f"{which}_p{q}_s", "s", value, predicted.p(which, q), series=series))
+    pairs = (
+        ("throughput_tokens_s", "number", lambda s: s.throughput),
+        ("goodput_rps", "number", lambda s: s.goodput(*slo)),
+        ("slo_attainment", "fraction", lambda s: s.attainment(*slo)),
+    )
+    for name, unit, read in pairs:
+        out.append(
+            Metric(name, unit, read(measured) if measured else None, read(predicted), series=series)
+        )
+    occ = occupancy(plan)
+    shape, serving = params.shape, plan.serving
+    per_block = kv_bytes_per_block(shape, serving.tp, shape.layers // serving.pp, serving.kv_block)
+    out += [
+        Metric("meets_slo", "flag", predicted.attainment(*slo) >= params.attainment, series=series),
+        Metric(
+            "kv_bytes_per_rank",
+            "bytes",
+            kv_measured,
+            occ.peak_slots // serving.kv_block * per_block,
+            series=series,
+            category="buffers",
+            per="rank" if kv_measured is not None else None,
+        ),
+        Metric("kv_waste_fraction", "fraction", occ.paged_waste, series=series),
+        Metric("kv_waste_fraction_contiguous", "fraction", occ.contiguous_waste, series=series),
+        Metric("prefix_hit_tokens", "count", sum(it.hits for it in plan.iterations), series=series),
+    ]
+    return out
+
+
+def collectives_seen(index: SeriesIndex, timeline: Timeline) -> float | None:
+    """Collectives per decode iteration on the first rank, counted off the spans."""
+    decode = {k for k, it in enumerate(index.plan.iterations) if not it.prefill}
+    if not decode:
+        return None
+    first = min(index.anchor)
+    seen = sum(
+        1
+        for sp in timeline.spans
+        if sp.series == index.series
+        and sp.rank == first
+        and sp.step in decode
+        and sp.kind in ("all_reduce", "all_gather")
+    )
+    return seen / len(decode)
+
+
+def layout_metrics(series: str, plan: Plan, shape: Shape, device: Device) -> list[Metric]:
+    """What the layout costs by the step model on `device`: TP's collectives in one decode
+    step of one sequence at the trace's mean context, PP's idle share of the stages (the
+    bubble, large at low load), and how many of the longest requests the KV pool holds."""
+    serving = plan.serving
+    out = []
+    if serving.tp > 1:
+        context = round(statistics.fmean(r.context for r in plan.requests))
+        step = Work.of([(context, 1, True)])
+        comm = tp_comm_seconds(shape, device, step, shape.layers, serving.tp, True)
+        out.append(Metric("tp_comm_per_decode_step_s", "s", None, comm, series=series))
+    if serving.pp > 1 and plan.iterations:
+        busy = sum(end - start for it in plan.iterations for start, end in it.stages)
+        span = max(it.end for it in plan.iterations) - min(it.start for it in plan.iterations)
+        bubble = 1.0 - busy / (serving.pp * span) if span > 0 else 0.0
+        out.append(Metric("pp_bubble_fraction", "fraction", None, bubble, series=series))
+    longest = max((r.context + 1 for r in plan.requests), default=1)
+    fits = serving.kv_blocks // blocks_for(longest, serving.kv_block)
+    out.append(Metric("max_concurrent_sequences", "count", fits, series=series))
+    return out

@@ -1,0 +1,340 @@
+"""Lesson 7, distributed inference: the pure mechanism, the Program, predict and refusals.
+
+The scheduler's decisions (continuous vs static batching, a finished slot
+reused at once, prefix caching, routing), the paged KV bookkeeping, the
+Program's collectives, `predict` with a real model shape and its config search,
+the lumped prediction against the full simulation, and one-line refusals. The
+real ranks are in tests/test_inference_ranks.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from test_hostile_replay import cli, one_line_error
+
+from runtime.profiles import PROFILES
+from runtime.simulate import simulate
+from scenarios.inference.blocks import BlockManager
+from scenarios.inference.latency import occupancy, served
+from scenarios.inference.lesson import LESSON, InferenceParams, layout
+from scenarios.inference.plan import Serving, plan
+from scenarios.inference.predict import lump, on_clock
+from scenarios.inference.stepmodel import Shape, planning_device
+from scenarios.inference.trace import Request, TraceSpec, make_trace
+from scenarios.metrics import find
+
+SMALL = Shape(layers=2, hidden=64, heads=4, kv_heads=4, head_dim=16, vocab=64, seq=64)
+
+
+def planned(serving: Serving, spec: TraceSpec):
+    return plan(SMALL, planning_device(), serving, make_trace(spec))
+
+
+def latencies(p):
+    n = len(p.iterations)
+    return served(p, [it.end for it in p.iterations], [0.0] * n)
+
+
+# -- the paged KV cache ----------------------------------------------------------------
+def test_blocks_grow_one_at_a_time_and_prefix_blocks_are_shared_then_kept():
+    pool = BlockManager(num_blocks=8, block_size=4)
+    prompt = tuple(range(10))  # two full blocks and a tail
+    assert pool.can_admit(prompt, 12)
+    assert pool.admit(0, prompt, 12) == 0  # nothing cached yet
+    table = pool.write(0, prompt, 10)
+    assert len(table) == 3 and pool.used_slots() == (10, 12)
+    # Same first 8 tokens: both full blocks are found and skipped.
+    assert pool.admit(1, prompt[:8] + (99, 98), 12) == 8
+    assert pool.tables[1].blocks == list(table[:2])
+    pool.finish(0)
+    pool.finish(1)
+    assert pool.used_slots() == (0, 0)
+    assert pool.admit(2, prompt, 12) == 8  # kept, evictable, found again
+
+
+def test_admission_counts_the_blocks_running_sequences_will_still_need():
+    pool = BlockManager(num_blocks=4, block_size=4)
+    pool.admit(0, (1, 2), 16)  # will take all 4 blocks
+    pool.write(0, (1, 2), 2)
+    assert not pool.can_admit((3, 4), 4)
+
+
+# -- batching ---------------------------------------------------------------------------
+BURST = TraceSpec(
+    requests=12, rate=1000.0, prompt_len=8, output_len=12, lengths="exponential", seed=3
+)
+
+
+def test_a_finished_requests_slot_is_reused_in_the_next_iteration():
+    p = planned(Serving(max_batch=2), BURST)  # every request there at once, 2 slots
+    seen: set[int] = set()
+    for it, nxt in zip(p.iterations, p.iterations[1:], strict=False):
+        seen |= {piece.request for piece in it.pieces}
+        if any(piece.leaves for piece in it.pieces) and len(seen) < len(p.requests):
+            assert nxt.prefill  # the very next iteration admits the head of the queue
+            assert [piece.request for piece in nxt.pieces] == [min(set(range(12)) - seen)]
+            return
+    pytest.fail("no request left while another waited")
+
+
+def test_static_batching_lets_nobody_join_until_the_whole_batch_is_done():
+    p = planned(Serving(max_batch=4, batching="static"), BURST)
+    batch: set[int] = set()
+    for it in p.iterations:
+        members = {piece.request for piece in it.pieces}
+        if it.prefill:
+            assert not batch  # the previous batch has left entirely
+            batch = set(members)
+        else:
+            assert members == batch  # finished members stay, as padding
+        if any(piece.leaves for piece in it.pieces):
+            assert all(piece.leaves for piece in it.pieces)
+            batch = set()
+    assert any(piece.padding for it in p.iterations for piece in it.pieces)
+
+
+def test_continuous_batching_beats_static_on_throughput_at_the_same_rate_and_seed():
+    spec = TraceSpec(
+        requests=24, rate=200.0, prompt_len=8, output_len=12, lengths="exponential", seed=1
+    )
+    cont = latencies(planned(Serving(max_batch=4), spec))
+    static = latencies(planned(Serving(max_batch=4, batching="static"), spec))
+    assert cont.tokens == static.tokens  # the same answers, padding not counted
+    assert cont.throughput > static.throughput
+    # The same through the lesson's prediction (the simulated Program).
+    got = {}
+    for batching in ("continuous", "static"):
+        params = LESSON.parse(
+            {
+                "batching": batching,
+                "rate": "200",
+                "requests": "24",
+                "lengths": "exponential",
+                "max_batch": "4",
+                "seed": "1",
+                "seq": "128",
+            },
+            "run",
+        )
+        model = LESSON.prepare_model(params, PROFILES["cpu-default"])
+        metrics = LESSON.metrics(params, simulate(LESSON.build(params), model), None)
+        got[batching] = find(metrics, "throughput_tokens_s", "tp").predicted
+    assert got["continuous"] > got["static"]
+
+
+# -- routing and prefix caching ----------------------------------------------------------------
+SHARED = TraceSpec(
+    requests=64, rate=50.0, prompt_len=4, output_len=6, prefixes=8, prefix_len=40, seed=0
+)
+WIDER = Shape(layers=4, hidden=128, heads=4, kv_heads=4, head_dim=32, vocab=64, seq=64)
+
+
+def test_prefix_affinity_hits_the_cache_and_lowers_ttft_against_round_robin():
+    """8 long prefixes, 4 replicas whose KV pools hold about 3 of them: round-robin sends
+    every prefix everywhere and evicts; affinity keeps each prefix on one replica."""
+    requests = make_trace(SHARED)
+    affinity = plan(
+        WIDER,
+        planning_device(),
+        Serving(replicas=4, router="prefix-affinity", kv_blocks=24),
+        requests,
+    )
+    robin = plan(WIDER, planning_device(), Serving(replicas=4, kv_blocks=24), requests)
+    hits = sum(it.hits for it in affinity.iterations)
+    assert hits > sum(it.hits for it in robin.iterations) > 0
+    assert latencies(affinity).p("ttft", 50) < latencies(robin).p("ttft", 50)
+    # Requests sharing a prefix went to one replica.
+    where = {}
+    for it in affinity.iterations:
+        for piece in it.pieces:
+            prefix = affinity.requests[piece.request].prefix
+            where.setdefault(prefix, set()).add(it.engine)
+    assert all(len(engines) == 1 for engines in where.values())  # one replica per prefix
+
+
+def test_paged_cache_wastes_less_than_contiguous_max_length_slots():
+    occ = occupancy(planned(Serving(max_batch=8), BURST))
+    assert 0 <= occ.paged_waste < 0.5 < occ.contiguous_waste < 1
+
+
+# -- the Program ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["tp", "pp", "replicas"])
+def test_program_validates_and_every_iteration_is_on_the_timeline(mode):
+    params = LESSON.parse(
+        {"mode": mode, "ranks": "4" if mode == "replicas" else "2", "prefixes": "2"}, "run"
+    )
+    program, indexes = layout(params)
+    program.validate()
+    timeline = simulate(program, LESSON.prepare_model(params, PROFILES["cpu-default"]))
+    ids = {s.action_id for s in timeline.spans}
+    assert all(marker in ids for marker in indexes[0].marker)
+
+
+def test_tp_decode_runs_two_all_reduces_per_layer_and_one_gather():
+    params = LESSON.parse({"mode": "tp", "ranks": "2", "layers": "3"}, "run")
+    program, (index,) = layout(params)
+    decode = next(k for k, it in enumerate(index.plan.iterations) if not it.prefill)
+    kinds = [a.kind for a in program.ranks[0] if a.step == decode]
+    assert kinds.count("all_reduce") == 2 * 3 and kinds.count("all_gather") == 1
+    assert (
+        find(
+            LESSON.metrics(
+                params,
+                simulate(program, LESSON.prepare_model(params, PROFILES["cpu-default"])),
+                None,
+            ),
+            "collectives_per_decode_step",
+            "tp",
+        ).predicted
+        == 7
+    )
+
+
+def test_metrics_never_read_action_ids():
+    params = LESSON.parse({"mode": "tp,replicas", "ranks": "2"}, "run")
+    program = LESSON.build(params)
+    timeline = simulate(program, LESSON.prepare_model(params, PROFILES["cpu-default"]))
+    names = {m.name for m in LESSON.metrics(params, timeline, None)}
+    assert {"ttft_p50_s", "tpot_p50_s", "goodput_rps", "kv_waste_fraction"} <= names
+
+
+def test_narrative_quotes_metrics_that_exist():
+    params = LESSON.parse({"mode": "tp,pp"}, "predict")
+    model = LESSON.prepare_model(params, PROFILES["cpu-default"])
+    names = {m.name for m in LESSON.predict(params, model)[1]}
+    for step in LESSON.narrative:
+        assert step.metric in names, step.id
+
+
+# -- predict ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["tp", "pp", "replicas"])
+def test_lumped_prediction_equals_the_simulated_program(mode):
+    """predict plans on the profile's clock; on the planning clock it is the Program's
+    simulation, to rounding."""
+    params = LESSON.parse({"mode": mode, "prefixes": "2", "router": "prefix-affinity"}, "run")
+    model = LESSON.prepare_model(params, PROFILES["cpu-default"])
+    simulated = LESSON.metrics(params, simulate(LESSON.build(params), model), None)
+    lumped = on_clock(params, model).metrics
+    for metric in simulated:
+        if isinstance(metric.predicted, float):
+            twin = find(lumped, metric.name, metric.series)
+            assert math.isclose(metric.predicted, twin.predicted, rel_tol=1e-9), metric.name
+
+
+def test_predict_a_real_model_shape_kv_bytes_and_config_search():
+    status, out, err = cli(
+        "predict",
+        "inference",
+        "-p",
+        "layers=32",
+        "-p",
+        "kv_heads=8",
+        "-p",
+        "head_dim=128",
+        "-p",
+        "dtype=bf16",
+        "--json",
+    )
+    assert status == 0, err
+    metrics = json.loads(out)["metrics"]
+    by_name = {m["name"]: m for m in metrics if "series" not in m}
+    assert by_name["kv_bytes_per_token"]["value"] == 131072  # 2 * 32 * 8 * 128 * 2
+    assert by_name["configs_searched"]["value"] > 0
+    assert by_name["best_configs"]["value"]
+    assert by_name["disaggregated"]["value"].startswith("4 prefill + 4 decode GPUs")
+
+
+def test_config_search_on_a_gpu_leaves_out_layouts_whose_weights_do_not_fit():
+    params = LESSON.parse(
+        {
+            "layers": "80",
+            "hidden": "8192",
+            "heads": "64",
+            "kv_heads": "8",
+            "head_dim": "128",
+            "dtype": "fp32",
+            "vocab": "128000",
+            "params": "70B",
+            "seq": "4096",
+            "prompt_len": "256",
+            "output_len": "64",
+            "rate": "2",
+            "requests": "32",
+            "ttft_slo": "2s",
+            "tpot_slo": "0.2s",
+            "kv_block": "16",
+        },
+        "predict",
+    )
+    metrics = lump(params, PROFILES["h100-nvlink"]).metrics
+    assert find(metrics, "weights_fit", "tp").value is False  # 280 GB on 2 GPUs of 80 GB
+    best = find(metrics, "best_configs").value
+    assert best and all("tp=1 pp=1" not in line for line in best)
+
+
+# -- refusals -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["run", "inference", "--ranks", "3", "-p", "mode=tp"], "tp"),
+        (["predict", "inference", "-p", "tp=3"], "tp"),
+        (["predict", "inference", "-p", "rate=0"], "rate"),
+        (["predict", "inference", "-p", "rate=-1"], "rate"),
+        (["predict", "inference", "-p", "ttft_slo=0s"], "ttft_slo"),
+        (["predict", "inference", "-p", "tpot_slo=0"], "tpot_slo"),
+        (["predict", "inference", "-p", "prompt_len=100"], "prompt_len"),
+        (["run", "inference", "-p", "kv_heads=2"], "kv_heads"),
+        (["run", "inference", "-p", "mode=pp", "-p", "pp=4"], "pp"),
+        (["predict", "inference", "-p", "kv_blocks=2"], "kv_blocks"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_naming_the_field(args, field):
+    line = one_line_error(*cli(*args))
+    assert field in line
+
+
+def test_params_round_trip():
+    params = LESSON.parse({"mode": "tp,pp", "rate": "12.5", "ttft_slo": "0.5s"}, "run")
+    assert isinstance(params, InferenceParams)
+    assert LESSON.parse(params.to_dict(), "run") == params
+
+
+def test_trace_is_seeded():
+    spec = TraceSpec(requests=5, rate=3.0, prompt_len=4, output_len=3, seed=7)
+    assert make_trace(spec) == make_trace(spec)
+    assert all(isinstance(r, Request) for r in make_trace(spec))
+
+
+# -- real ranks ---------------------------------------------------------------------------------------
+def series_metrics(metrics: list[dict], series: str) -> dict:
+    return {m["name"]: m for m in metrics if m.get("series") == series}
+
+
+@pytest.mark.ranks
+def test_tp_and_pp_decode_on_two_ranks_give_torchs_greedy_tokens():
+    status, out, err = cli("run", "inference", "--ranks", "2", "-p", "mode=tp,pp", "--json")
+    assert status == 0, err
+    metrics = json.loads(out)["metrics"]
+    for series in ("tp", "pp"):
+        got = series_metrics(metrics, series)
+        assert got["tokens_equal_reference"]["value"] is True, series
+        assert got["requests_answered"]["value"] == 16
+    tp = series_metrics(metrics, "tp")["collectives_per_decode_step"]
+    assert tp["value"] == tp["predicted"] == 2 * 2 + 1  # 2 layers: 4 all-reduces + 1 gather
+
+
+@pytest.mark.ranks
+def test_replicas_with_prefix_affinity_and_static_batching_on_four_ranks():
+    status, out, err = cli(
+        "run", "inference", "--ranks", "4", "-p", "mode=replicas", "-p", "router=prefix-affinity",
+        "-p", "batching=static", "-p", "prefixes=8", "-p", "prefix_len=40", "-p", "prompt_len=4",
+        "-p", "output_len=6", "-p", "kv_blocks=24", "-p", "requests=24", "--json",
+    )  # fmt: skip
+    assert status == 0, err
+    got = series_metrics(json.loads(out)["metrics"], "replicas")
+    assert got["tokens_equal_reference"]["value"] is True
+    assert got["prefix_hit_tokens"]["value"] > 0
+    assert got["requests_answered"]["value"] == 24
