@@ -23,9 +23,8 @@ Ops (tuples, first item the code):
   (its non-blocking collectives run one after another, in launch order), and
   ends `seconds` later; a member's op spans its launch to that end;
 - (DRAIN,): until every non-blocking collective the rank launched has ended;
-- (UNTIL, seconds, back): the rank idles until `seconds` after the end of its op
-  `back` places earlier (a server waiting for a request's arrival, on a clock that
-  starts where its run did).
+- (UNTIL, seconds, back): idle until `seconds` after the end of its op `back` places
+  earlier (a server waiting for a request's arrival, from where its run started).
 `link` and `channel` are any hashable keys: messages on one link queue one
 after another; on one channel they pair in order.
 
