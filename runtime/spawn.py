@@ -198,7 +198,12 @@ def start(
         for s in rank_specs(spec, run_dir, rendezvous, interface)
     ]
     ctx = rank_context()
-    warm_start()  # running (a no-op when it is), and stopped at exit
+    try:
+        warm_start()  # running (a no-op when it is), and stopped at exit
+    except (OSError, ValueError):  # ChildProcessError is an OSError
+        # The server is gone and cannot be started again from here (under a UI that
+        # replaced sys.stderr, say): these ranks are spawned, each importing torch.
+        ctx = mp.get_context("spawn")
     ranks = Ranks()
     try:
         with _main_hidden():

@@ -97,7 +97,7 @@ async def test_a_real_run_streams_spans_then_steps_through_the_narrative(
         screen.query_one("#form", ParamForm).set_value("ranks", "2")
         await pilot.pause()
         await pilot.press("r")
-        assert screen.running
+        assert screen.running, text_of(screen, "#status")
         await wait_until(lambda: not screen.running)
         assert "Done" in text_of(screen, "#status"), text_of(screen, "#status")
         # spans arrived in batches while the run was still going
