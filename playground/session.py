@@ -200,8 +200,8 @@ def run(
     # (runtime.pool.poolable refuses them too).
     warm_ok = policy is None and not parsed_faults and host is None
     ranks = pool if warm_ok else None
-    if ranks is None:
-        warm_start()  # the input is valid: the fork server imports torch meanwhile
+    if ranks is None:  # the input is valid: the fork server imports torch meanwhile
+        warm_start((lesson.rank_entry.partition(":")[0], *lesson.hooks.preload))
     own_pool = None
     try:
         if hardware:

@@ -31,6 +31,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -120,22 +121,24 @@ def rank_context() -> Any:
     stopped when this process exits; a rank dies with it (runtime.bootstrap)."""
     if os.environ.get("PLAYGROUND_START") == "spawn":
         return mp.get_context("spawn")
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(list(PRELOAD))
-    return ctx
+    return mp.get_context("forkserver")
 
 
-def warm_start() -> None:
+def warm_start(preload: Sequence[str] = ()) -> None:
     """Start the fork server now, so that its torch import runs while the caller still
     prepares the run (checks, calibration lookup, the Program, its prediction); called
     before a UI replaces sys.stderr (runtime.launch.prepare). Each rank takes on the
     launcher's environment as it starts (RankSpec.environment); what torch itself read
-    as it was imported is what the server's environment held then (fresh_server)."""
+    as it was imported is what the server's environment held then (fresh_server).
+    `preload`: what the coming ranks import besides torch (their lesson's rank module,
+    FSDP2), imported once in the server by the call that starts it."""
     global _STARTED
     if rank_context().get_start_method() != "forkserver":
         return
     from multiprocessing import forkserver
 
+    if not _STARTED:
+        forkserver.set_forkserver_preload([*PRELOAD, *preload])
     forkserver.ensure_running()
     if not _STARTED:
         _STARTED = True

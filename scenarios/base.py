@@ -157,6 +157,9 @@ class Hooks(Generic[P]):
     # What one item of work is and how many each rank processes per step, e.g.
     # ("tokens", 64.0): the per-rank throughput (runtime.stragglers). None: absent.
     items: Callable[[P], tuple[str, float]] | None = None
+    # Heavy modules its ranks import later (lazily) besides its rank module: imported
+    # once in the fork server that starts the ranks of a cold run (runtime.spawn).
+    preload: tuple[str, ...] = ()
     # Marks read off the ranks' results (a skipped step, a loss scale that changed),
     # added to the measured timeline's.
     marks: Callable[[P, list[Any]], list[Mark]] | None = None

@@ -196,7 +196,12 @@ def tokens(params: TPParams) -> tuple[str, float]:
 
 
 RANK_ENTRY = "scenarios.tensor_parallel.rank:run_rank"  # torch: never imported here
-HOOKS = Hooks(estimate, "segment costs", items=tokens)
+HOOKS = Hooks(
+    estimate,
+    "segment costs",
+    items=tokens,
+    preload=("torch.distributed.tensor.parallel", "torch.distributed.tensor.debug"),
+)
 LESSON = Lesson(
     "tensor-parallel", 4, TEXTS, TPParams, TPResult, build, figures.metrics, RANK_ENTRY, HOOKS
 )

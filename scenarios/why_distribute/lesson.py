@@ -46,6 +46,7 @@ from scenarios.texts import load_texts
 from scenarios.why_distribute import demo, report
 from scenarios.why_distribute.footprint import shape_for
 from scenarios.why_distribute.gpus import GPUS
+from scenarios.zero.lesson import FSDP2_MODULES
 
 # The MiniGPT the real demonstration trains (fp32, Adam): big enough that its training
 # state, not its activations, is what the cap refuses; small enough for 2 cores.
@@ -182,5 +183,5 @@ def curves(params: WhyParams) -> list[Curve]:
 
 
 RANK_ENTRY = "scenarios.why_distribute.rank:run_rank"  # torch: never imported here
-HOOKS = Hooks(estimate, "F, B and Adam costs", curves=curves)
+HOOKS = Hooks(estimate, "F, B and Adam costs", curves=curves, preload=FSDP2_MODULES)
 LESSON = Lesson("why-distribute", 0, TEXTS, WhyParams, WhyResult, build, metrics, RANK_ENTRY, HOOKS)

@@ -50,6 +50,8 @@ from scenarios.zero.results import ZeroResult
 STAGES = ("ddp", "zero1", "zero2", "zero3", "fsdp2")
 # The cost key of FSDP2's first Adam step in a process, which pays DTensor's first calls.
 FIRST_FSDP2_ADAM = "opt.fsdp2.first"
+# What torch's FSDP2 imports (DTensor, the device mesh): half a second per process.
+FSDP2_MODULES = ("torch.distributed.fsdp", "torch.distributed.tensor")
 MAX_RUN_PARAMETERS = 2_000_000
 # Adam's update on CPU, seconds per element (a handful of elementwise passes).
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
@@ -292,5 +294,5 @@ def tokens(params: ZeroParams) -> tuple[str, float]:
 
 RANK_ENTRY = "scenarios.zero.rank:run_rank"  # what each rank runs (torch: never imported here)
 # At many ranks or layers `predict` lumps the ranks, alike, into one (scenarios.zero.lumped).
-HOOKS = Hooks(estimate, "unit costs", lump=lumped.lump, items=tokens)
+HOOKS = Hooks(estimate, "unit costs", lump=lumped.lump, items=tokens, preload=FSDP2_MODULES)
 LESSON = Lesson("zero", 2, TEXTS, ZeroParams, ZeroResult, build, metrics, RANK_ENTRY, HOOKS)
