@@ -94,10 +94,11 @@ async def test_a_real_run_streams_spans_then_steps_through_the_narrative(
 
     async with app.run_test(size=SIZE, message_hook=hook) as pilot:
         screen = await open_lesson(pilot)
-        screen.query_one("#form", ParamForm).set_value("ranks", "2")
+        form = screen.query_one("#form", ParamForm)
+        form.set_value("ranks", "2")
+        form.set_value("repeat", "20")  # long enough to stream several batches
         await pilot.pause()
         await pilot.press("r")
-        assert screen.running, text_of(screen, "#status")
         await wait_until(lambda: not screen.running)
         assert "Done" in text_of(screen, "#status"), text_of(screen, "#status")
         # spans arrived in batches while the run was still going
