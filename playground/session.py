@@ -304,7 +304,13 @@ def finish(
     # What the ranks measured (compute, p2p), then the collectives as the run timed them:
     # the prediction after a run composes the run's own figures (runtime.costmodel).
     refined = lesson.prepare_model(params, model, results)
-    refined = refine_collectives(refined, program, measured, simulate(program, refined))
+    refined = refine_collectives(
+        refined,
+        program,
+        measured,
+        simulate(program, refined),
+        mean=lesson.hooks.collectives_by_mean,
+    )
     predicted = simulate(program, refined)
     run_data = RunData(measured, results, result.restarts)
     metrics = lesson.metrics(params, predicted, run_data)

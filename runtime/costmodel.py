@@ -235,7 +235,12 @@ def refine(
 
 
 def refine_collectives(
-    model: CostModel, program: Program, measured: Timeline, predicted: Timeline | None = None
+    model: CostModel,
+    program: Program,
+    measured: Timeline,
+    predicted: Timeline | None = None,
+    *,
+    mean: bool = False,
 ) -> CostModel:
     """The model after a run, its collectives scaled as the run timed them.
 
@@ -251,7 +256,10 @@ def refine_collectives(
     instances of measured / formula, bounded to [0.2, 20]; the median, as in `refine`:
     one instance disturbed by the machine does not move it. The steps of a collective
     the Program spells out itself (a ring's sendrecvs) get a scale `sendrecv`: the
-    median over iterations of their measured extent over the predicted one.
+    median over iterations of their measured extent over the predicted one. `mean`:
+    the mean over instances instead of their median, for a lesson whose thousands of
+    tiny collectives add up (their time on shared cores is heavy-tailed: the median
+    instance under-predicts their sum).
     """
     forecast = predicted.by_action() if predicted is not None else {}
     spans = measured.by_action()
@@ -295,7 +303,8 @@ def refine_collectives(
         ]
     if not ratios:
         return model
-    scale = {k: min(20.0, max(0.2, statistics.median(v))) for k, v in ratios.items()}
+    center = statistics.fmean if mean else statistics.median
+    scale = {k: min(20.0, max(0.2, center(v))) for k, v in ratios.items()}
     said = ", ".join(f"{k} ×{v:.2f}" for k, v in sorted(scale.items()))
     return replace(
         model,

@@ -160,6 +160,9 @@ class Hooks(Generic[P]):
     # Heavy modules its ranks import later (lazily) besides its rank module: imported
     # once in the fork server that starts the ranks of a cold run (runtime.spawn).
     preload: tuple[str, ...] = ()
+    # Scale the collectives after a run by the mean instance, not the median
+    # (runtime.costmodel.refine_collectives): many tiny ones whose sum is what counts.
+    collectives_by_mean: bool = False
     # Marks read off the ranks' results (a skipped step, a loss scale that changed),
     # added to the measured timeline's.
     marks: Callable[[P, list[Any]], list[Mark]] | None = None
