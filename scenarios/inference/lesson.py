@@ -343,9 +343,7 @@ HOOKS = Hooks(
     curves=curves,
     lump=predicting.lump,
     items=tokens,
-    # A decode step's all-reduces are tiny and many, and on shared cores their time is
-    # heavy-tailed: the sum, i.e. the mean instance, is what TTFT and TPOT pay.
-    collectives_by_mean=True,
+    collectives_by_mean=True,  # tiny all-reduces, heavy-tailed: TTFT pays their sum
 )
 LESSON = Lesson(
     "inference", 7, TEXTS, InferenceParams, InferenceResult, build, metrics, RANK_ENTRY, HOOKS
