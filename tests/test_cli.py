@@ -68,20 +68,27 @@ def test_list() -> None:
     assert "ring-allreduce" in playground("list").stdout
 
 
-def test_predict_never_imports_torch() -> None:
+def predict_without_torch(*args: str) -> dict:
+    """`playground predict ARGS --json` in a fresh interpreter, which must never import
+    torch: its JSON document."""
     code = (
         "import sys, io, contextlib\n"
         "from playground.cli import main\n"
         "buf = io.StringIO()\n"
         "with contextlib.redirect_stdout(buf):\n"
-        "    rc = main(['predict', 'ring-allreduce', '-p', 'ranks=64', '--json'])\n"
+        f"    rc = main(['predict', *{list(args)!r}, '--json'])\n"
         "assert rc == 0, rc\n"
         "assert 'torch' not in sys.modules, 'predict imported torch'\n"
-        "doc = __import__('json').loads(buf.getvalue())\n"
-        "assert 'measured' not in doc and doc['predicted']\n"
+        "print(buf.getvalue())\n"
     )
     result = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_predict_never_imports_torch() -> None:
+    doc = predict_without_torch("ring-allreduce", "-p", "ranks=64")
+    assert "measured" not in doc and doc["predicted"]
 
 
 def test_predict_json_shape_and_profiles() -> None:

@@ -7,9 +7,7 @@ Tests that start ranks are marked `ranks` (`pytest -m "not ranks"` skips them)."
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
 import sys
 
 import pytest
@@ -17,7 +15,7 @@ import torch
 import torch.distributed as dist
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_cli import playground
+from test_cli import playground, predict_without_torch
 
 from playground import session
 from runtime.costmodel import CostModel
@@ -193,21 +191,11 @@ def test_lumped_step_equals_the_full_simulation():
 
 
 def test_predict_at_scale_without_torch():
-    code = (
-        "import sys, io, json, time, contextlib\n"
-        "from playground.cli import main\n"
-        "buf = io.StringIO(); t = time.perf_counter()\n"
-        "with contextlib.redirect_stdout(buf):\n"
-        "    rc = main(['predict', 'mixed-precision', '-p', 'ranks=1048576', '-p', 'steps=1000000',"
-        " '-p', 'layers=48', '-p', 'hidden=4096', '-p', 'heads=32', '-p', 'seq=2048',"
-        " '-p', 'vocab=50304', '-p', 'bucket_cap=25MiB', '--hardware', 'h100-nvlink', '--json'])\n"
-        "assert rc == 0, rc\n"
-        "assert 'torch' not in sys.modules, 'predict imported torch'\n"
-        "print(buf.getvalue())\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
+    doc = predict_without_torch(
+        "mixed-precision", "-p", "ranks=1048576", "-p", "steps=1000000", "-p", "layers=48",
+        "-p", "hidden=4096", "-p", "heads=32", "-p", "seq=2048", "-p", "vocab=50304",
+        "-p", "bucket_cap=25MiB", "--hardware", "h100-nvlink",
+    )  # fmt: skip
     m = [Metric.from_dict(x) for x in doc["metrics"]]
     assert get(m, "best_bucket_cap", "fp16/hand").predicted > 0
     assert doc["curves"]

@@ -7,11 +7,9 @@ Tests that start ranks are marked `ranks` (`pytest -m "not ranks"` skips them)."
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from test_cli import playground
+from test_cli import playground, predict_without_torch
 
 from runtime.launch import LaunchSpec, launch
 from runtime.profiles import get_profile
@@ -99,22 +97,11 @@ def test_korthikanti_table_2():
 
 
 def test_predict_issue_command_without_torch():
-    code = (
-        "import sys, io, contextlib\n"
-        "from playground.cli import main\n"
-        "buf = io.StringIO()\n"
-        "with contextlib.redirect_stdout(buf):\n"
-        "    rc = main(['predict', 'tensor-parallel', '-p', 'hidden=4096', '-p', 'heads=32',"
-        " '-p', 'seq=4096', '-p', 'microbatch_size=1', '-p', 'tp=8', '--json'])\n"
-        "assert rc == 0, rc\n"
-        "assert 'torch' not in sys.modules, 'predict imported torch'\n"
-        "print(buf.getvalue())\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
-    metrics = [Metric.from_dict(m) for m in json.loads(result.stdout)["metrics"]]
+    doc = predict_without_torch(
+        "tensor-parallel", "-p", "hidden=4096", "-p", "heads=32", "-p", "seq=4096",
+        "-p", "microbatch_size=1", "-p", "tp=8",
+    )  # fmt: skip
+    metrics = [Metric.from_dict(m) for m in doc["metrics"]]
     expected = memory.korthikanti(4096, 1, 4096, 32, 8)
     for key in memory.KEYS:
         assert get(metrics, "activation_bytes_per_layer", key).predicted == expected[key]

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from typing import Any
 
 import pytest
-from test_cli import playground
+from test_cli import playground, predict_without_torch
 
 from playground import session
 from playground.export.html import render_html
@@ -121,22 +119,19 @@ def test_parse_count(text, value):
 def test_predict_7b_on_64_gpus_no_torch():
     """The issue's command, in-process, with torch never imported; every stage exactly
     the paper's formula for Ψ = 7e9, N_d = 64, K = 12, and which fit 80 GB."""
-    code = (
-        "import sys, io, json, contextlib\n"
-        "from playground.cli import main\n"
-        "buf = io.StringIO()\n"
-        "with contextlib.redirect_stdout(buf):\n"
-        "    rc = main(['predict', 'zero', '-p', 'params=7e9', '-p', 'dp=64', '-p', 'precision=mixed',"
-        " '-p', 'gpu_memory=80GB', '--json'])\n"
-        "assert rc == 0, rc\n"
-        "assert 'torch' not in sys.modules, 'predict imported torch'\n"
-        "print(buf.getvalue())\n"
+    m = from_doc(
+        predict_without_torch(
+            "zero",
+            "-p",
+            "params=7e9",
+            "-p",
+            "dp=64",
+            "-p",
+            "precision=mixed",
+            "-p",
+            "gpu_memory=80GB",
+        )  # fmt: skip
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
-    m = from_doc(json.loads(result.stdout))
     psi, nd, k = 7e9, 64, 12
     expected = {
         "ddp": (2 * psi, 2 * psi, k * psi),
