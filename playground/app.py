@@ -18,6 +18,7 @@ down when the app exits, however it exits (q, SIGINT, SIGTERM, unmount).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from functools import partial
 from typing import TYPE_CHECKING
@@ -33,6 +34,7 @@ from playground.screens.home import HomeScreen
 from playground.screens.lesson import LessonScreen
 from runtime.launch import prepare
 from runtime.pool import RankPool
+from runtime.spawn import warm_start
 from scenarios.registry import get_lesson, lessons
 
 if TYPE_CHECKING:
@@ -98,6 +100,13 @@ class PlaygroundApp(BilingualBindings, App[None]):
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.shut_down)
+        # The fork server's torch import, once the first frame is on screen: started
+        # before it, it would share the cores with the first paint (twice as slow here).
+        self.call_after_refresh(self._warm_ranks)
+
+    def _warm_ranks(self) -> None:
+        with contextlib.suppress(OSError, ValueError):  # a run then spawns its ranks
+            warm_start()
 
     async def action_quit(self) -> None:
         self.shut_down()

@@ -120,18 +120,14 @@ class LaunchResult:
 
 
 def prepare() -> None:
-    """Start multiprocessing's resource tracker and fork server now, before a UI replaces
-    sys.stderr.
+    """Start multiprocessing's resource tracker now, before a UI replaces sys.stderr.
 
     Textual swaps sys.stderr; a tracker started later fails with
     "bad value(s) in fds_to_keep" (DESIGN.md).
     """
     from multiprocessing import resource_tracker
 
-    from runtime.spawn import warm_start
-
     resource_tracker.ensure_running()
-    warm_start()  # the fork server too, for the same reason
 
 
 def _describe_exit(code: int | None) -> str:

@@ -126,8 +126,9 @@ def rank_context() -> Any:
 
 def warm_start(preload: Sequence[str] = ()) -> None:
     """Start the fork server now, so that its torch import runs while the caller still
-    prepares the run (checks, calibration lookup, the Program, its prediction); called
-    before a UI replaces sys.stderr (runtime.launch.prepare). Each rank takes on the
+    prepares the run (checks, calibration lookup, the Program, its prediction), or while
+    the app shows its first screen (it passes no stderr, so a UI that replaced
+    sys.stderr can start it). Each rank takes on the
     launcher's environment as it starts (RankSpec.environment); what torch itself read
     as it was imported is what the server's environment held then (fresh_server).
     `preload`: what the coming ranks import besides torch (their lesson's rank module,
