@@ -18,16 +18,15 @@ For each mode:
    all-gather the logits; sends and receives carry PP's activations forward
    and the sampled tokens back to the first stage. A Counter follows the KV
    blocks in use on this rank.
-4. Compute costs: CPU seconds of each compute action over its planned seconds
-   (the `work`), median per kind (prefill, decode): the step model's scale on
-   this machine.
+4. Compute costs: per kind (prefill, decode), the CPU seconds of its compute
+   actions over their planned seconds (the `work`), both summed: the step
+   model's scale on this machine.
 
 Engine part: imports torch (rank processes only; the UI never imports this).
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 from itertools import groupby
 
@@ -83,7 +82,8 @@ class Server:
         self.comm = Comm()  # the hand-made rings of TP, counting their bytes
         self.sends: list[tuple[dist.Work, torch.Tensor]] = []
         self.origin = 0.0
-        self.cpu: dict[str, list[float]] = {"prefill": [], "decode": []}
+        # Per kind: [CPU seconds, planned seconds], summed over this rank's actions.
+        self.cpu: dict[str, list[float]] = {"prefill": [0.0, 0.0], "decode": [0.0, 0.0]}
         self.peak_blocks = 0
 
     # -- the plan's view ------------------------------------------------------------------
@@ -125,7 +125,9 @@ class Server:
             start = time.process_time()
             with torch.no_grad():
                 self.compute(action)
-            self.cpu[kind].append((time.process_time() - start) / max(action.work, 1e-12))
+            totals = self.cpu[kind]
+            totals[0] += time.process_time() - start
+            totals[1] += action.work
         elif kind == "all_reduce":
             assert self.pending is not None and self.x is not None
             ring_all_reduce(self.pending, self.comm)
@@ -248,11 +250,16 @@ def run_rank(ctx: RankContext[InferenceParams]) -> InferenceResult:
             reference_tokens=sum(len(t) for t in expected.values()),
             reference_s=reference_s[series],
         )
-    cpu: dict[str, list[float]] = {"prefill": [], "decode": []}
+    # The scale of a kind is its total CPU seconds over its total planned seconds, not
+    # the median action's ratio: the first action after an idle wait runs on cold
+    # caches (3-9x its planned time on this machine's shared cores), and TTFT pays it
+    # in full; a sum of times is predicted by the ratio of the sums.
+    cpu: dict[str, list[float]] = {"prefill": [0.0, 0.0], "decode": [0.0, 0.0]}
     for server in servers.values():
-        for key, values in server.cpu.items():
-            cpu[key] += values
+        for key, (took, planned) in server.cpu.items():
+            cpu[key][0] += took
+            cpu[key][1] += planned
     return InferenceResult(
-        compute_costs={k: statistics.median(v) for k, v in cpu.items() if v},
+        compute_costs={k: took / planned for k, (took, planned) in cpu.items() if planned > 0},
         series=runs,
     )
