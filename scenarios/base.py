@@ -42,7 +42,7 @@ from runtime.program import Program
 from runtime.restart import RestartPolicy, RestartReport
 from runtime.simulate import simulate
 from runtime.trace import Mark, Timeline
-from scenarios.metrics import Curve, Metric
+from scenarios.metrics import Curve, Lanes, Metric
 from scenarios.params import Mode, ParamError, Params, shown
 from scenarios.texts import NarrativeStep, Texts
 
@@ -151,6 +151,9 @@ class Hooks(Generic[P]):
     restart_policy: Callable[[P], RestartPolicy | None] | None = None
     # Figures drawn beside the timeline.
     curves: Callable[[P], list[Curve]] | None = None
+    # One row per item of work (a request), from the predicted and measured timelines:
+    # the HTML export draws them (a replay's too: they are never saved).
+    lanes: Callable[[P, Timeline, Timeline | None], list[Lanes]] | None = None
     # A lumped prediction when simulating every Action would be slow (None: simulate
     # them all); the lesson's tests check it against the full simulation.
     lump: Callable[[P, CostModel], Lumped | None] | None = None
@@ -255,6 +258,10 @@ class Lesson(Generic[P, R]):
     def curves(self, params: P) -> list[Curve]:
         hook = self.hooks.curves
         return hook(params) if hook is not None else []
+
+    def lanes(self, params: P, predicted: Timeline, measured: Timeline | None) -> list[Lanes]:
+        hook = self.hooks.lanes
+        return hook(params, predicted, measured) if hook is not None else []
 
     def marks(self, params: P, results: list[R]) -> list[Mark]:
         hook = self.hooks.marks

@@ -129,3 +129,24 @@ class Curve:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: _finite(v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One item of work's row in a Lanes figure: its phases as (phase, start, end), in
+    seconds on the timeline's clock, as `source` ("measured" or "predicted") has them."""
+
+    label: str
+    source: str
+    phases: tuple[tuple[str, float, float], ...]
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """A figure of one row per item of work (a served request: waiting and prefilled,
+    then decoded), measured beside predicted on one time axis. Drawn generically by the
+    HTML export (playground.export.lanes); `omitted` items did not fit its cap."""
+
+    title: str
+    lanes: tuple[Lane, ...]
+    omitted: int = 0

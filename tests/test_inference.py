@@ -17,6 +17,7 @@ from test_hostile_replay import cli, one_line_error
 
 from runtime.profiles import PROFILES
 from runtime.simulate import simulate
+from scenarios.inference import report
 from scenarios.inference.blocks import BlockManager
 from scenarios.inference.latency import occupancy, served
 from scenarios.inference.lesson import LESSON, InferenceParams, layout
@@ -191,6 +192,44 @@ def test_tp_decode_runs_two_all_reduces_per_layer_and_one_gather():
         ).predicted
         == 7
     )
+
+
+def test_request_lanes_put_each_requests_ttft_and_decode_where_the_timeline_has_them():
+    params = LESSON.parse({"mode": "tp,pp", "ranks": "2"}, "run")
+    program, indexes = layout(params)
+    timeline = simulate(program, LESSON.prepare_model(params, PROFILES["cpu-default"]))
+    figures = LESSON.lanes(params, timeline, None)
+    assert [f.title.split(":")[0] for f in figures] == ["tp", "pp"]
+    for figure, index in zip(figures, indexes, strict=True):
+        seen = report.read_timeline(index, timeline)
+        assert len(figure.lanes) == params.requests and figure.omitted == 0
+        for lane in figure.lanes:
+            rid = int(lane.label[1:])
+            (_, arrived, first), (_, start, last) = lane.phases
+            assert lane.source == "predicted" and arrived <= first == start <= last
+            assert first - arrived == pytest.approx(seen.ttft[rid])
+            output_len = next(r.output_len for r in index.plan.requests if r.id == rid)
+            assert (last - first) / (output_len - 1) == pytest.approx(seen.tpot[rid])
+    # With a measured timeline, each request has a measured lane above its predicted one.
+    both = LESSON.lanes(params, timeline, timeline)[0].lanes
+    assert [lane.source for lane in both[:2]] == ["measured", "predicted"]
+
+
+def test_html_export_draws_the_request_lanes(tmp_path):
+    from playground.export.html import write_html
+    from playground.session import predict
+
+    out = tmp_path / "inference.html"
+    write_html(predict("inference", {"mode": "pp", "ranks": "2"}), out)
+    assert "pp: each request, arrival" in out.read_text()  # plotly writes → as \\u2192
+    # Past LANE_REQUESTS requests, the first ones are drawn and the rest counted.
+    params = LESSON.parse({"mode": "replicas", "ranks": "2", "requests": "60"}, "run")
+    timeline = simulate(LESSON.build(params), LESSON.prepare_model(params, PROFILES["cpu-default"]))
+    (figure,) = LESSON.lanes(params, timeline, None)
+    assert len(figure.lanes) == report.LANE_REQUESTS and figure.omitted == 60 - report.LANE_REQUESTS
+    # A lumped prediction (a GPU profile's clock) has no Actions to read requests off.
+    gpu = predict("inference", {"mode": "tp", "ranks": "2"}, "h100-nvlink")
+    assert gpu.lesson.lanes(gpu.params, gpu.predicted, None) == []
 
 
 def test_metrics_never_read_action_ids():

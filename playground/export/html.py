@@ -6,7 +6,8 @@ single self-contained file (`--export FILE.html`) a learner can open without a
 network, mail to a classmate or attach to a report.
 
 The page: a header (lesson, params as typed, profile), the timeline figure
-(playground.export.timeline), under it the per-rank utilisation panel of a
+(playground.export.timeline), under it the lesson's lanes (one row per
+request: playground.export.lanes), the per-rank utilisation panel of a
 real run (playground.export.workers: each rank's compute, transfers, waiting
 and idle time, and the straggler), the memory bars and the
 checkpoint-interval curves when the lesson has them, and the typed metrics as
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from playground.export.curves import curves_html
+from playground.export.lanes import lanes_html
 from playground.export.memory import memory_html
 from playground.export.timeline import build_figure
 from playground.export.workers import workers_html
@@ -65,7 +67,11 @@ def render_html(outcome: Outcome) -> str:
     return _PAGE.format(
         title=escape(f"{title_en} · playground"),
         header=_header_html(outcome),
-        figure=figure_html + workers_html(outcome) + memory_html(outcome) + curves_html(outcome),
+        figure=figure_html
+        + lanes_html(outcome)
+        + workers_html(outcome)
+        + memory_html(outcome)
+        + curves_html(outcome),
         metrics=_metrics_html(outcome.metrics),
     )
 

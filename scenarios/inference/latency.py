@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scenarios.inference.plan import Plan
 
@@ -44,6 +44,8 @@ class Served:
     tpot: dict[int, float]
     tokens: int
     duration: float
+    # Per request: (arrival, first token, last token), on the timeline's clock.
+    times: dict[int, tuple[float, float, float]] = field(default_factory=dict)
 
     def p(self, which: str, q: float) -> float | None:
         return percentile(list(getattr(self, which).values()), q)
@@ -93,7 +95,8 @@ def served(plan: Plan, token_time: Sequence[float], origin: Sequence[float]) -> 
     }
     start = min(origin, default=0.0)
     end = max(last.values(), default=start)
-    return Served(ttft, tpot, tokens, end - start)
+    times = {rid: (arrived[rid], first[rid], last[rid]) for rid in first}
+    return Served(ttft, tpot, tokens, end - start, times)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from scenarios.inference.program import SeriesIndex, write_series
 from scenarios.inference.router import ROUTERS
 from scenarios.inference.stepmodel import DTYPE_BYTES, Shape, planning_device
 from scenarios.inference.trace import LENGTHS, TraceSpec, longest_context, make_trace
-from scenarios.metrics import Curve, Metric
+from scenarios.metrics import Metric
 from scenarios.params import (
     Mode,
     ParamError,
@@ -332,15 +332,13 @@ def tokens(params: InferenceParams) -> tuple[str, float]:
 RANK_ENTRY = "scenarios.inference.rank:run_rank"  # torch: never imported here
 
 
-def curves(params: InferenceParams) -> list[Curve]:
-    """Goodput against the request rate, per mode (the app and the HTML export)."""
-    return [predicting.goodput_curve(params)]
-
-
 HOOKS = Hooks(
     estimate,
     "prefill and decode step scales",
-    curves=curves,
+    curves=lambda params: [predicting.goodput_curve(params)],  # goodput vs rate, per mode
+    lanes=lambda params, predicted, measured: report.request_lanes(
+        layout(params)[1], predicted, measured
+    ),
     lump=predicting.lump,
     items=tokens,
     collectives_by_mean=True,  # tiny all-reduces, heavy-tailed: TTFT pays their sum

@@ -20,7 +20,7 @@ from scenarios.inference.latency import Served, occupancy, served
 from scenarios.inference.plan import Plan
 from scenarios.inference.program import SeriesIndex, kv_bytes_per_block
 from scenarios.inference.stepmodel import Device, Shape, Work, tp_comm_seconds
-from scenarios.metrics import Metric
+from scenarios.metrics import Lane, Lanes, Metric
 
 if TYPE_CHECKING:
     from scenarios.inference.lesson import InferenceParams
@@ -31,6 +31,12 @@ def read_timeline(index: SeriesIndex, timeline: Timeline) -> Served:
     token_time = [ends[m] for m in index.marker]
     origin = [ends[index.anchor[r]] for r in index.arrival_rank]
     return served(index.plan, token_time, origin)
+
+
+def drawn(index: SeriesIndex, timeline: Timeline) -> bool:
+    """Whether the timeline has the series' Actions (a simulated or measured Program)."""
+    ids = {s.action_id for s in timeline.spans if s.series == index.series}
+    return all(m in ids for m in index.marker) and all(a in ids for a in index.anchor.values())
 
 
 def serving_metrics(
@@ -115,4 +121,39 @@ def layout_metrics(series: str, plan: Plan, shape: Shape, device: Device) -> lis
     longest = max((r.context + 1 for r in plan.requests), default=1)
     fits = serving.kv_blocks // blocks_for(longest, serving.kv_block)
     out.append(Metric("max_concurrent_sequences", "count", fits, series=series))
+    return out
+
+
+# At most this many requests per mode in the lanes figure: past it the rows are too
+# thin to read, and the first ones already show the pattern.
+LANE_REQUESTS = 48
+
+
+def request_lanes(
+    indexes: tuple[SeriesIndex, ...], predicted: Timeline, measured: Timeline | None
+) -> list[Lanes]:
+    """Per mode, one lane per request: from its arrival to its first token (TTFT: the
+    wait for a slot and the prefill), then to its last token (decode), measured above
+    predicted (the HTML export draws them: scenarios.metrics.Lanes). A lumped prediction
+    (one span per iteration on a profile's clock: scenarios.inference.predict) has no
+    Actions to read the requests off: only the measured lanes then, or none."""
+    out = []
+    for index in indexes:
+        views = [
+            (source, read_timeline(index, timeline))
+            for source, timeline in (("measured", measured), ("predicted", predicted))
+            if timeline is not None and drawn(index, timeline)
+        ]
+        if not views:
+            continue
+        requests = sorted(views[-1][1].times)
+        rows = []
+        for rid in requests[:LANE_REQUESTS]:
+            for source, view in views:
+                if rid in view.times:
+                    arrived, first, last = view.times[rid]
+                    phases = (("TTFT: wait + prefill", arrived, first), ("decode", first, last))
+                    rows.append(Lane(f"r{rid}", source, phases))
+        title = f"{index.series}: each request, arrival → first token → last token"
+        out.append(Lanes(title, tuple(rows), omitted=max(0, len(requests) - LANE_REQUESTS)))
     return out
