@@ -125,9 +125,17 @@ def metric_lines(metrics: list[Metric], words: dict[str, str], indent: str = "  
                 lines.append(
                     f"{pad}{row.label:<{width}}  {row.value} | {row.predicted}  {row.error}".rstrip()
                 )
+            elif text_list(row.metric):
+                lines.append(f"{pad}{row.label}:")  # a ranked list: one item per line
+                lines += [f"{pad}  {i}. {plain(v)}" for i, v in enumerate(row.metric.value, 1)]
             else:
                 lines.append(f"{pad}{row.label:<{width}}  {row.value}")
     return lines
+
+
+def text_list(metric: Metric) -> bool:
+    """A list of text (the config search's best configurations): read one per line."""
+    return metric.unit == "text" and isinstance(metric.value, list) and bool(metric.value)
 
 
 def plain(value: Any) -> str:

@@ -310,3 +310,27 @@ async def test_gantt_draws_a_failure_mark_in_the_failed_ranks_row() -> None:
         rows = {row.label: y + 1 for y, row in enumerate(gantt.rows)}
         text = lambda y: "".join(seg.text for seg in gantt.render_line(y))  # noqa: E731
         assert "✕" in text(rows["r1"]) and "✕" not in text(rows["r0"])
+
+
+async def test_curves_tab_draws_the_lessons_curves_or_says_there_are_none() -> None:
+    from textual.widgets import TabbedContent
+    from textual_plotext import PlotextPlot
+
+    app = PlaygroundApp(language="es")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_lesson(pilot, "failure-resume")
+        await pilot.press("p")
+        await wait_until(lambda: screen.outcome is not None, timeout=30)
+        await pilot.press("c")
+        await pilot.pause()
+        assert screen.query_one("#panels", TabbedContent).active == "tab-curves"
+        plots = list(screen.query("#curves CurvePlot").results(PlotextPlot))
+        assert [p.curve.title for p in plots] == [c.title for c in screen.outcome.curves]
+        assert plots and "Daly" in plots[0].curve.marks
+        app.pop_screen()
+        await pilot.pause()
+        screen = await open_lesson(pilot, "ring-allreduce")
+        await pilot.press("p")
+        await wait_until(lambda: screen.outcome is not None, timeout=30)
+        assert not screen.outcome.curves
+        assert "no dibuja curvas" in str(screen.query_one("#curves Static", Static).content)

@@ -44,11 +44,13 @@ MARK_STYLES = (
 )
 
 
-def _x_text(value: float, unit: str = "s") -> str:
+def x_text(value: float, unit: str = "s") -> str:
     """Whole seconds once they are many (1,099 s reads better than 1.1e+03 s); bytes
-    with their unit (a bucket size: 4 MiB)."""
+    with their unit (a bucket size: 4 MiB); a plain number as it is (a request rate)."""
     if unit == "bytes":
         return format_bytes(value)
+    if unit != "s":
+        return f"{value:,.4g}"
     return f"{value:,.0f} s" if value >= 100 else format_seconds(value)
 
 
@@ -80,7 +82,7 @@ def build_curve_figure(curve: Curve) -> go.Figure | None:
             yref="paper",
             xanchor="left",
             xshift=4,
-            text=escape(f"{name}: {_x_text(value, curve.x_unit)}"),
+            text=escape(f"{name}: {x_text(value, curve.x_unit)}"),
             showarrow=False,
             font={"color": color},
         )
@@ -90,7 +92,7 @@ def build_curve_figure(curve: Curve) -> go.Figure | None:
                 x=[value],
                 y=[None],
                 mode="lines",
-                name=escape(f"{name} = {_x_text(value, curve.x_unit)}"),
+                name=escape(f"{name} = {x_text(value, curve.x_unit)}"),
                 line={"color": color, "dash": dash, "width": 2},
             )
         )

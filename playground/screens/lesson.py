@@ -36,6 +36,7 @@ from playground.memory_rows import memory_rows
 from playground.metrics_server import run_id
 from playground.screens import BilingualBindings, bilingual
 from playground.widgets.controls import LessonControls
+from playground.widgets.curves import CurvesView
 from playground.widgets.gantt import GanttView
 from playground.widgets.memory import MemoryBars
 from playground.widgets.metrics_panel import MetricsPanel
@@ -60,6 +61,7 @@ PANELS = (
     ("tab-ring", "app.ring"),
     ("tab-memory", "app.memory"),
     ("tab-workers", "app.workers"),
+    ("tab-curves", "app.curves"),
 )
 # The Workers tab redraws a live run at most this often (records arrive every 50 ms
 # from each rank).
@@ -87,6 +89,7 @@ class LessonScreen(BilingualBindings, Screen[None]):
         *bilingual("m", "gantt('next_mode')", "app.view"),
         *bilingual("e", "export", "app.export"),
         *bilingual("w", "show_tab('tab-workers')", "app.show_workers", show=False),
+        *bilingual("c", "show_tab('tab-curves')", "app.show_curves", show=False),
         *bilingual("question_mark", "help", "app.help"),
     ]
 
@@ -124,6 +127,8 @@ class LessonScreen(BilingualBindings, Screen[None]):
                             yield MemoryBars(id="memory")
                         with TabPane("Workers", id="tab-workers"), VerticalScroll():
                             yield WorkersView(id="workers")
+                        with TabPane("Curves", id="tab-curves"):
+                            yield CurvesView(id="curves")
         yield Footer()
 
     @property
@@ -254,6 +259,7 @@ class LessonScreen(BilingualBindings, Screen[None]):
             words["note"] = t("app.memory_none", language)
         self.query_one("#memory", MemoryBars).set_rows(rows, words)
         self.query_one("#workers", WorkersView).show_outcome(outcome, language)
+        self.query_one("#curves", CurvesView).show(outcome.curves, language)
 
     def on_gantt_view_cursor_moved(self, message: GanttView.CursorMoved) -> None:
         self._update_narrative()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
-from playground.formatting import metric_table
+from playground.formatting import metric_table, plain, text_list
 from playground.i18n import t
 from scenarios.metrics import Metric
 
@@ -43,6 +43,12 @@ def metrics_content(metrics: list[Metric], language: str, width: int = 80) -> Co
                 f"{indent}{row.label:<{label_width}}  ",
                 "bold" if row.paired else "$foreground-muted",
             )
+            if text_list(row.metric):  # a ranked list: one item per line, numbered
+                lines.append(Content.styled(label[0].rstrip(), label[1]))
+                lines += [
+                    Content(f"{indent}  {i}. {plain(v)}") for i, v in enumerate(row.metric.value, 1)
+                ]
+                continue
             if row.paired:
                 values = Content.assemble(
                     f"{row.value} │ {row.predicted}  ", (row.error, "$text-warning")

@@ -196,4 +196,5 @@ def goodput_curve(params: InferenceParams) -> Curve:
         marks={"rate": params.rate},
         y_unit="number",
         log_x=True,
+        x_unit="number",  # requests per second
     )
