@@ -38,7 +38,7 @@ from runtime.spawn import warm_start
 from scenarios.registry import get_lesson, lessons
 
 if TYPE_CHECKING:
-    from playground.metrics_server import MetricsServer
+    from runtime.prometheus import MetricsServer
 
 
 class LessonCommands(Provider):

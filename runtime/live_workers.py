@@ -51,8 +51,12 @@ class LiveWorkers:
         items_unit: str | None = None,
         threshold: float = DEFAULT_THRESHOLD,
         memory_categories: Sequence[str] = (),
+        ranks: Sequence[int] | None = None,
     ) -> None:
+        """`ranks`: the ranks this view reports (a node's, under torchrun: fed only their
+        records, a window closes once they all have moved past it); all by default."""
         self.world_size = world_size
+        self.ranks = tuple(range(world_size)) if ranks is None else tuple(sorted(ranks))
         self.items, self.items_unit, self.threshold = items, items_unit, threshold
         self.memory_categories = frozenset(memory_categories)
         self._lock = threading.Lock()
@@ -110,7 +114,7 @@ class LiveWorkers:
             return self._report(keys, final)
 
     def _report(self, keys: list[WindowKey], final: bool) -> WorkersReport:
-        windows, per_rank = [], {r: [] for r in range(self.world_size)}
+        windows, per_rank = [], {r: [] for r in self.ranks}
         last: dict[int, int] = {}
         for i, key in enumerate(keys):
             steps = self._steps[key]

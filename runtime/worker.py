@@ -8,8 +8,8 @@ The real engine of DESIGN.md's picture. Two ways in, one rank code:
   a rank of a warm pool (runtime.pool) then waits for its next job, a RankSpec
   like the first, and runs it in the same process group;
 - under torchrun (scenarios/torchrun.py looks the lesson up and calls
-  `torchrun_rank`): env:// rendezvous, and each rank writes its spans and
-  result to an output directory (read back by `playground replay`).
+  runtime.torchrun_rank): env:// rendezvous, and each rank writes its spans
+  and result to an output directory (read back by `playground replay`).
 
 The caller hands each rank everything as data (DESIGN.md's dependency
 injection): the rank entry ("module:function", chosen by the lesson), the
@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
-import json
 import os
 import signal
 import sys
@@ -46,16 +45,14 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import torch
 import torch.distributed as dist
 
-from runtime.bootstrap import RankSpec, keep_freed_memory, log_to
+from runtime.bootstrap import RankSpec, log_to
 from runtime.device_stats import device_counters
 from runtime.faults import Fault, slow_factors
-from runtime.files import write_text_atomic
 from runtime.program import Action
 from runtime.restart import Attempt
 from runtime.simulate import span_for
@@ -182,7 +179,7 @@ def resolve_backend(requested: str) -> str:
     return requested
 
 
-def _device(backend: str) -> torch.device:
+def rank_device(backend: str) -> torch.device:
     if backend == "nccl":
         local = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local % torch.cuda.device_count())
@@ -234,7 +231,7 @@ def run_rank(
         params=spec.params,
         actions=list(spec.actions),
         backend=backend,
-        device=_device(backend),
+        device=rank_device(backend),
         emit=emit,
         stream=stream,
         channel=channel,
@@ -305,22 +302,3 @@ def _next_job(jobs: Any) -> RankSpec | None:
     torch.set_num_threads(job.threads)
     torch.set_grad_enabled(True)
     return job
-
-
-# -- torchrun -----------------------------------------------------------------
-def torchrun_rank(spec: RankSpec, out: Path, meta: dict[str, Any]) -> None:
-    """One rank under torchrun (env:// rendezvous): run, write rank<R>.json to `out`,
-    and on rank 0 the run's `meta` (lesson, params, backend) as run.json."""
-    keep_freed_memory()
-    backend = resolve_backend(spec.backend)
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", spec.world_size))
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
-    dist.init_process_group(backend, timeout=timedelta(seconds=spec.timeout_s))
-    out.mkdir(parents=True, exist_ok=True)
-    envelope = run_rank(spec, backend, emit=lambda _msg: None, stream=False)
-    write_text_atomic(out / f"rank{spec.rank}.json", json.dumps({"rank": spec.rank, **envelope}))
-    if spec.rank == 0:
-        doc = {**meta, "world_size": spec.world_size, "backend": backend, "launcher": "torchrun"}
-        write_text_atomic(out / "run.json", json.dumps(doc))
-    dist.barrier()
-    dist.destroy_process_group()

@@ -8,8 +8,17 @@ It lives in scenarios/ because it looks a lesson up by name (the registry);
 runtime never does (DESIGN.md: the caller hands the engine the rank entry, the
 typed params and each rank's Actions). Every rank parses the same params and
 builds the same Program, then runs its own Actions through
-runtime.worker.torchrun_rank, which rendezvouses through env:// (torchrun's
+runtime.torchrun_rank, which rendezvouses through env:// (torchrun's
 variables), so several machines and NCCL work as torchrun sets them up.
+
+With `--metrics-port PORT`, the rank with LOCAL_RANK 0 on each node serves
+the live figures of its node's ranks on 127.0.0.1:PORT for the run's lifetime,
+in the same Prometheus series as `playground run --metrics-port`
+(runtime.prometheus, the lesson's live view of scenarios.workers); the node's
+other ranks stream their records to it (runtime.node_stream). It starts
+listening before the rendezvous; if it cannot (the port is taken), every rank
+of the run learns it right after the rendezvous and exits 2 with one line,
+before any work.
 
 Bad input exits 2 with one line, before any rendezvous.
 """
@@ -19,15 +28,32 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
-from scenarios.base import parse_param_args
-from scenarios.params import ParamError
+from runtime.node_stream import NodeSink, NodeStreamError
+from runtime.prometheus import MetricsPortError, MetricsServer, check_port
+from scenarios.base import Lesson, parse_param_args
+from scenarios.params import ParamError, Params
 from scenarios.registry import get_lesson
+from scenarios.workers import live_workers, straggler_ratio
+
+
+def _error(line: object) -> None:
+    # One write: the node's ranks share torchrun's stderr, and print's two writes interleave.
+    sys.stderr.write(f"error: {line}\n")
+    sys.stderr.flush()
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, status 2: no usage dump
+        _error(f"{message} (see --help)")
+        raise SystemExit(2)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m scenarios.torchrun",
         description="Run one rank of a playground lesson under torchrun; writes its timeline to --out.",
     )
@@ -35,9 +61,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--out", required=True, help="directory for the measured timeline")
     parser.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="each node's local rank 0 serves its node's ranks' figures in Prometheus' text "
+        "format on 127.0.0.1:PORT while the run goes (docs/grafana-dashboard.json shows them)",
+    )
     args = parser.parse_args(argv)
+    try:
+        if args.metrics_port is not None:
+            check_port(args.metrics_port)
+            straggler_ratio()  # the served straggler flag's threshold
+    except ValueError as exc:  # MetricsPortError is one
+        _error(exc)
+        return 2
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        print("error: run me under torchrun (RANK and WORLD_SIZE are not set)", file=sys.stderr)
+        _error("run me under torchrun (RANK and WORLD_SIZE are not set)")
         return 2
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     try:
@@ -52,12 +92,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{world_size} processes",
             )
     except (KeyError, ParamError) as exc:
-        print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        _error(exc.args[0] if exc.args else exc)
         return 2
 
     # Imported only now: torch, after the arguments are known to be good.
     from runtime.bootstrap import RankSpec
-    from runtime.worker import torchrun_rank
+    from runtime.torchrun_rank import torchrun_rank
 
     program = lesson.build(params)
     spec = RankSpec(
@@ -69,9 +109,47 @@ def main(argv: list[str] | None = None) -> int:
         backend=args.backend,
     )
     meta = {"scenario": lesson.name, "params": params.to_dict()}
-    torchrun_rank(spec, Path(args.out), meta)
+    node, server = None, None
+    if args.metrics_port is not None:
+        node, server = _metrics(lesson, params, args.metrics_port)
+    try:
+        torchrun_rank(spec, Path(args.out), meta, node)
+    except NodeStreamError as exc:
+        _error(exc)
+        return 2
+    finally:
+        if server is not None:
+            server.close()  # the run is over: so is its endpoint
     return 0
 
 
+def _metrics(lesson: Lesson, params: Params, port: int) -> tuple[NodeSink, MetricsServer | None]:
+    """--metrics-port: on the node's local rank 0, its endpoint, listening before the
+    rendezvous (or the line saying why it cannot); the node's other ranks stream to it."""
+    if int(os.environ.get("LOCAL_RANK", "0")) != 0:
+        return NodeSink(), None
+    try:
+        server = MetricsServer(port)
+    except MetricsPortError as exc:
+        return NodeSink(error=str(exc)), None
+    # One label for every node of the run: torchrun's rendezvous id (a uuid with --standalone).
+    run_id = f"{lesson.name}-{os.environ.get('TORCHELASTIC_RUN_ID') or os.getpid()}"
+
+    def serve(ranks: Sequence[int]) -> Callable[[tuple], None]:
+        live = live_workers(lesson, params, ranks)
+        server.watch(lesson.name, run_id, live)
+        return live.add_message
+
+    return NodeSink(serve=serve), server
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    if status:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Out at once, skipping the interpreter's teardown as runtime.worker's ranks do:
+        # torch's threads make it slow, and of ranks that stop together torchrun would
+        # SIGTERM the last ones out instead of letting them exit with their status.
+        os._exit(status)
+    sys.exit(status)

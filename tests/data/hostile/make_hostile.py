@@ -17,7 +17,7 @@ The valid starting points: `playground predict <lesson> --json` of every lesson
 at a small size (cpu-default profile, so the output does not depend on this
 machine's calibration), and the real runs tests/data/ring-allreduce-2ranks.json
 and tests/data/pipeline-2stages.json (format 2). The torchrun directories are
-fabricated in the shape runtime.worker.torchrun_rank writes (run.json from rank
+fabricated in the shape runtime.torchrun_rank writes (run.json from rank
 0; rank<R>.json = {"rank", "result", "backend", "torch_version", "spans",
 "counters"}) from the real ring-allreduce run's measured spans.
 
