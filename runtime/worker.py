@@ -144,14 +144,19 @@ class RankContext(Generic[P]):
     def execute(self, actions: Iterable[Action], handler: Callable[[Action], float | None]) -> None:
         """Run each action with `handler`, timing it into a Span. A handler may return the
         seconds of local compute inside a communication action (a ring step's reduction):
-        what a slowed rank slows besides its compute actions."""
+        what a slowed rank slows besides its compute actions; or, for a compute action
+        whose span also waits on its peers (FSDP2's forward runs its all-gathers), the
+        seconds of its own compute, which is all a slowed rank slows of it (the
+        simulator slows the compute alone: runtime.eventloop)."""
         for action in actions:
             if self._channel is not None:
                 self._channel.current_action = action.id
             start = time.perf_counter_ns()
             local = handler(action)
             if self.slow != 1.0:
-                took = (time.perf_counter_ns() - start) / 1e9 if action.is_compute else local
+                took = local
+                if action.is_compute and not isinstance(local, float):
+                    took = (time.perf_counter_ns() - start) / 1e9
                 if isinstance(took, float) and took > 0:
                     time.sleep((self.slow - 1.0) * took)
             self.record(action, start, time.perf_counter_ns())

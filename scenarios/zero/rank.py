@@ -139,22 +139,26 @@ def run_rank(ctx: RankContext[ZeroParams]) -> ZeroResult:
         else:
             executor = ZeroExecutor(model, stage, lr=LR, sample=ctx.sample)
 
-        def handle(action: Action, executor: Executor = executor) -> None:
+        def handle(action: Action, executor: Executor = executor) -> float | None:
             if action.kind == "F" and action.chunk in (0, None):
                 executor.set_batch(*mine[action.step])
             if action.kind not in COMPUTE:
                 executor(action)
-                return
+                return None
             start, wall = time.process_time(), time.perf_counter()
             executor(action)
             cpu = time.process_time() - start
-            if isinstance(executor, Fsdp2Executor) and action.kind != "opt" and waits_are_costs:
+            costs_waits = isinstance(executor, Fsdp2Executor) and action.kind != "opt"
+            if costs_waits and waits_are_costs:
                 # FSDP2's collectives run inside its forward and backward, so their waits
                 # for the slowest rank are part of the span, not CPU: the cost is the
                 # wall time at this rank's share of the cores, which the simulator's
                 # sharing turns back into the span it measured.
                 cpu = max(cpu, (time.perf_counter() - wall) * share)
             costs[action.cost_key or action.kind].append(cpu)
+            # A slowed rank slows its own compute (CPU seconds at its share of the
+            # cores), not the waits for its peers inside FSDP2's span (runtime.worker).
+            return cpu / share if costs_waits else None
 
         ctx.execute(actions, handle)
         diff = max_diff(executor, baseline)
