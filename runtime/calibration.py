@@ -32,7 +32,7 @@ from runtime.costmodel import CostModel
 from runtime.files import write_text_atomic
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
-METHOD_VERSION = 7
+METHOD_VERSION = 8
 # What the ranks of a calibration run (runtime.calibration_rank).
 RANK_ENTRY = "runtime.calibration_rank:run_rank"
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
@@ -142,9 +142,18 @@ def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> Co
     gamma = statistics.median(max(rep) for rep in reduce_reps) / REDUCE_BYTES
     host = socket.gethostname()
     scale = busy_scale(rank_results, world_size, alpha, beta, gamma)
+    builtin = busy_scale(
+        rank_results, world_size, alpha, beta, gamma, timing="busy_builtin_all_reduce"
+    )
+    kinds = ("all_reduce", "reduce_scatter", "all_gather")
     return CostModel(
         rates=fit_compute(rank_results),
-        collective_scale={kind: scale for kind in ("all_reduce", "reduce_scatter", "all_gather")},
+        # Hand-made collectives by their kind; torch's own blocking ones as builtin.<kind>
+        # (runtime.costmodel.scale_key), each as timed between computes.
+        collective_scale={
+            **{kind: scale for kind in kinds},
+            **{f"builtin.{kind}": builtin for kind in kinds},
+        },
         name=f"calibrated:{host}/{backend}/n={world_size}",
         alpha=alpha,
         beta=beta,
@@ -204,13 +213,19 @@ def sharded_overheads(rows: list[list[float]]) -> dict[str, float]:
 
 
 def busy_scale(
-    rank_results: list[dict[str, Any]], world_size: int, alpha: float, beta: float, gamma: float
+    rank_results: list[dict[str, Any]],
+    world_size: int,
+    alpha: float,
+    beta: float,
+    gamma: float,
+    timing: str = "busy_all_reduce",
 ) -> float:
-    """How much longer a hand-made collective takes between computes than its formula says
-    (runtime.calibration_rank._busy_all_reduce): the median over ranks and repetitions of
-    a rank's time (a span, as the lesson's spans are timed), over the ring all-reduce
+    """How much longer a collective takes between computes than its formula says
+    (runtime.calibration_rank._busy_all_reduce; `timing`: the hand-made ring's, or
+    torch's own with "busy_builtin_all_reduce"): the median over ranks and repetitions
+    of a rank's time (a span, as the lesson's spans are timed), over the ring all-reduce
     formula; at least 1."""
-    samples = [t for r in rank_results for t in r["busy_all_reduce"]]
+    samples = [t for r in rank_results for t in r.get(timing, [])]
     if not samples:
         return 1.0
     took = statistics.median(samples)

@@ -82,6 +82,7 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
         "sendrecv": timings,
         "reduce_s": reduce_s,
         "busy_all_reduce": _busy_all_reduce(ctx, comm) if n > 1 else [],
+        "busy_builtin_all_reduce": _busy_all_reduce(ctx, comm, builtin=True) if n > 1 else [],
         "blocks": _blocks(),
         "adam_s_per_element": _adam(),
         "disk_bytes_per_s": _disk() if rank == 0 else None,
@@ -89,11 +90,12 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
     }
 
 
-def _busy_all_reduce(ctx: RankContext[None], comm: Comm) -> list[float]:
-    """Seconds of hand-made ring all-reduces of BUSY_BYTES between computes, as a training
-    step interleaves them: every rank runs a block's forward, then joins the all-reduce.
-    A rank descheduled by the others' compute holds up every step of the ring; an
-    all-reduce timed alone (above) never sees that, a lesson's always does."""
+def _busy_all_reduce(ctx: RankContext[None], comm: Comm, builtin: bool = False) -> list[float]:
+    """Seconds of ring all-reduces of BUSY_BYTES between computes, as a training step
+    interleaves them: every rank runs a block's forward, then joins the all-reduce. A rank
+    descheduled by the others' compute holds up every step of the ring; an all-reduce
+    timed alone (above) never sees that, a lesson's always does. The hand-made ring (the
+    lessons' own), or with `builtin` torch's (`dist.all_reduce`, a TP layer's)."""
     group = list(range(ctx.world_size))
     numel = BUSY_BYTES // 4
     buffer = torch.ones(numel, dtype=torch.float32)
@@ -106,7 +108,10 @@ def _busy_all_reduce(ctx: RankContext[None], comm: Comm) -> list[float]:
         with torch.no_grad():
             block(x)
         start = time.perf_counter()
-        comm.run(steps, buffer)
+        if builtin:
+            dist.all_reduce(buffer)
+        else:
+            comm.run(steps, buffer)
         if rep >= 2:  # two warm-ups
             samples.append(time.perf_counter() - start)
     return samples

@@ -131,11 +131,12 @@ class CostModel:
     # -- collectives -----------------------------------------------------------
     def collective_time(self, action: Action) -> float:
         """The collective's formula time, scaled as calibration or a run measured its kind
-        for the hand-made collectives (torch's own, `builtin`, keep the formula)."""
+        for the hand-made collectives; torch's own (`builtin`) keep the formula until a
+        run has timed them (their scale is `builtin.<kind>`: refine_collectives)."""
         formula = self.collective_formula(action)
-        if action.algorithm == "builtin":
-            return formula
-        return formula * self.collective_scale.get(action.kind, 1.0)
+        if action.nonblocking and action.algorithm == "builtin":
+            return formula  # a DDP bucket: its lesson refines the link's latency instead
+        return formula * self.collective_scale.get(scale_key(action), 1.0)
 
     def collective_formula(self, action: Action) -> float:
         group = action.group or (action.rank,)
@@ -234,6 +235,12 @@ def refine(
     )
 
 
+def scale_key(action: Action) -> str:
+    """Which `collective_scale` entry scales this collective: its kind for the hand-made
+    ones (calibrated on the project's own ring), `builtin.<kind>` for torch's own."""
+    return f"builtin.{action.kind}" if action.algorithm == "builtin" else action.kind
+
+
 def refine_collectives(
     model: CostModel,
     program: Program,
@@ -252,7 +259,10 @@ def refine_collectives(
     compute alike). With `predicted` (the same Program simulated before this refinement),
     the wait the model already predicts for an instance (its predicted span beyond the
     collective's own time, e.g. behind a rank slowed on purpose) is taken off the
-    measured span, so it is not counted twice. The scale of a kind is the median over its
+    measured span, so it is not counted twice. Torch's own blocking collectives
+    (`builtin`: a TP layer's all-reduce) are scaled apart from the hand-made ones, as
+    `builtin.<kind>`; a non-blocking one (a DDP bucket) is left to its lesson, since its
+    span is only its launch. The scale of a kind is the median over its
     instances of measured / formula, bounded to [0.2, 20]; the median, as in `refine`:
     one instance disturbed by the machine does not move it. The steps of a collective
     the Program spells out itself (a ring's sendrecvs) get a scale `sendrecv`: the
@@ -267,8 +277,8 @@ def refine_collectives(
     for action in program.actions():
         if not action.is_collective or action.kind == "barrier" or action.id not in spans:
             continue
-        if action.algorithm == "builtin":
-            continue  # torch's own keeps its formula (collective_time)
+        if action.nonblocking:
+            continue  # a DDP bucket's span is its launch: the lesson refines its latency
         key = (action.kind, action.series, action.step, action.stage, action.chunk,
                action.microbatch, action.label, action.bytes, action.group)  # fmt: skip
         instances.setdefault(key, []).append((action, spans[action.id]))
@@ -284,7 +294,7 @@ def refine_collectives(
             own = model.collective_time(action)
             took -= max(0.0, statistics.median(s.end - s.start for s in foreseen) - own)
         if formula > 0 and took > 0:
-            ratios.setdefault(action.kind, []).append(took / formula)
+            ratios.setdefault(scale_key(action), []).append(took / formula)
     # The steps of a collective the Program spells out (a ring's sendrecvs): per
     # iteration, from the first rank's first step to the last rank's last one (the gaps
     # between steps and the ranks' skew leaving the barrier before are the collective's
