@@ -231,7 +231,7 @@ Seconds = Annotated[float, Meta(ge=0, le=1e6)]
 
 class RankCosts(Struct, frozen=True):
     """What a torchrun rank's result refines the prediction with (RankResult's
-    compute_costs and p2p, runtime.costmodel.refine), bounded: the lesson's own result
+    compute_costs and p2p, runtime.refine.refine), bounded: the lesson's own result
     type lets any float through, and 1e308 seconds made the prediction infinite (a
     DeadlockError traceback, or a profile its own replay refuses)."""
 

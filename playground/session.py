@@ -27,12 +27,13 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from runtime import calibration
-from runtime.costmodel import CostModel, refine_collectives, slowed
+from runtime.costmodel import CostModel, slowed
 from runtime.faults import parse_faults, slow_factors
 from runtime.launch import LaunchResult, LaunchSpec, launch
 from runtime.pool import RankPool
 from runtime.profiles import PROFILES, get_profile
 from runtime.program import Program
+from runtime.refine import refine_collectives, refine_compute, refine_p2p
 from runtime.rundirs import drop_checkpoints
 from runtime.simulate import simulate
 from runtime.spawn import warm_start
@@ -311,6 +312,8 @@ def finish(
         simulate(program, refined),
         mean=lesson.hooks.collectives_by_mean,
     )
+    refined = refine_p2p(refined, program, measured)
+    refined = refine_compute(refined, program, measured, simulate(program, refined))
     predicted = simulate(program, refined)
     run_data = RunData(measured, results, result.restarts)
     metrics = lesson.metrics(params, predicted, run_data)

@@ -5,7 +5,7 @@ the compute Actions of the lessons that train the MiniGPT (a Transformer block
 costs what its matmuls cost, plus what launching its operators costs). Before
 any run has timed the lesson's own steps, every lesson estimates them from
 these rates (`block_seconds`, `linear_seconds`, `adam_seconds`); after a run,
-the lesson's measured costs replace the estimates (runtime.costmodel.refine).
+the lesson's measured costs replace the estimates (runtime.refine.refine).
 
 - On this machine, `playground calibrate` measures them (runtime.calibration_rank):
   a MiniGPT block's forward and backward at a few shapes, in CPU seconds, with

@@ -33,15 +33,18 @@ Pure: stdlib only.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from runtime import formulas
 from runtime.compute import ComputeRates
-from runtime.program import Action, Program
-from runtime.trace import Timeline
+from runtime.program import Action
+
+# The compute-table entry for the seconds a non-blocking send holds its sender while it
+# issues (gloo's isend copies the message out on the sender's thread; NCCL's does not):
+# 0 until a run measures it (refine_p2p); runtime.simulate reads it.
+SEND_ISSUE = "send.issue"
 
 
 @dataclass(frozen=True)
@@ -198,126 +201,7 @@ def _on_one_node(group: Sequence[int], ranks_per_node: int) -> bool:
     return lo // ranks_per_node == hi // ranks_per_node
 
 
-def refine(
-    model: CostModel,
-    per_rank: Sequence[Mapping[str, float]],
-    *,
-    what: str,
-    p2p: Sequence[tuple[int, float]] = (),
-) -> CostModel:
-    """The cost model after a run: compute costs (and a point-to-point latency) as the
-    ranks measured them. The one way every lesson refines its prediction.
-
-    - `per_rank`: each rank's measured seconds per cost key, each already the median
-      of that rank's own repetitions. Combined across ranks by the **median**: when
-      four ranks share two cores, one rank descheduled while it timed is an outlier
-      that would pull a mean, and the median ignores it; a key only one rank measures
-      (a pipeline stage) keeps that rank's value.
-    - `p2p`: (bytes, one-way seconds) of messages the ranks timed between neighbours;
-      alpha becomes the median of seconds − bytes·beta (never below zero), the
-      latency a lesson's own messages see rather than the ring calibration's.
-    - `what` says in `source` which costs the run measured.
-    """
-    samples: dict[str, list[float]] = {}
-    for costs in per_rank:
-        for key, seconds in costs.items():
-            samples.setdefault(key, []).append(float(seconds))
-    if not samples and not p2p:
-        return model
-    alpha = model.alpha
-    if p2p:
-        alpha = max(0.0, statistics.median(s - nbytes * model.beta for nbytes, s in p2p))
-    return replace(
-        model,
-        alpha=alpha,
-        compute={**model.compute, **{k: statistics.median(v) for k, v in samples.items()}},
-        source=f"{model.source}; {what} measured in this run",
-    )
-
-
 def scale_key(action: Action) -> str:
     """Which `collective_scale` entry scales this collective: its kind for the hand-made
     ones (calibrated on the project's own ring), `builtin.<kind>` for torch's own."""
     return f"builtin.{action.kind}" if action.algorithm == "builtin" else action.kind
-
-
-def refine_collectives(
-    model: CostModel,
-    program: Program,
-    measured: Timeline,
-    predicted: Timeline | None = None,
-    *,
-    mean: bool = False,
-) -> CostModel:
-    """The model after a run, its collectives scaled as the run timed them.
-
-    For every collective instance of the Program (barriers aside: they only wait), the
-    run's time is the median over its members of each one's span, arrival to end: on a
-    machine whose ranks share cores, a member descheduled mid-collective holds up every
-    step of the ring, and that wait belongs to the collective as the ranks pay it (the
-    simulator adds only the skew it predicts itself, which is small between ranks that
-    compute alike). With `predicted` (the same Program simulated before this refinement),
-    the wait the model already predicts for an instance (its predicted span beyond the
-    collective's own time, e.g. behind a rank slowed on purpose) is taken off the
-    measured span, so it is not counted twice. Torch's own blocking collectives
-    (`builtin`: a TP layer's all-reduce) are scaled apart from the hand-made ones, as
-    `builtin.<kind>`; a non-blocking one (a DDP bucket) is left to its lesson, since its
-    span is only its launch. The scale of a kind is the median over its
-    instances of measured / formula, bounded to [0.2, 20]; the median, as in `refine`:
-    one instance disturbed by the machine does not move it. The steps of a collective
-    the Program spells out itself (a ring's sendrecvs) get a scale `sendrecv`: the
-    median over iterations of their measured extent over the predicted one. `mean`:
-    the mean over instances instead of their median, for a lesson whose thousands of
-    tiny collectives add up (their time on shared cores is heavy-tailed: the median
-    instance under-predicts their sum).
-    """
-    forecast = predicted.by_action() if predicted is not None else {}
-    spans = measured.by_action()
-    instances: dict[tuple, list[tuple[Action, Any]]] = {}
-    for action in program.actions():
-        if not action.is_collective or action.kind == "barrier" or action.id not in spans:
-            continue
-        if action.nonblocking:
-            continue  # a DDP bucket's span is its launch: the lesson refines its latency
-        key = (action.kind, action.series, action.step, action.stage, action.chunk,
-               action.microbatch, action.label, action.bytes, action.group)  # fmt: skip
-        instances.setdefault(key, []).append((action, spans[action.id]))
-    ratios: dict[str, list[float]] = {}
-    for members in instances.values():
-        action = members[0][0]
-        if len(members) != len(action.group or ()):
-            continue  # not every member finished it (a failed attempt)
-        formula = model.collective_formula(action)
-        took = statistics.median(span.end - span.start for _, span in members)
-        foreseen = [forecast[a.id] for a, _ in members if a.id in forecast]
-        if len(foreseen) == len(members):
-            own = model.collective_time(action)
-            took -= max(0.0, statistics.median(s.end - s.start for s in foreseen) - own)
-        if formula > 0 and took > 0:
-            ratios.setdefault(scale_key(action), []).append(took / formula)
-    # The steps of a collective the Program spells out (a ring's sendrecvs): per
-    # iteration, from the first rank's first step to the last rank's last one (the gaps
-    # between steps and the ranks' skew leaving the barrier before are the collective's
-    # too), measured over predicted, on top of the scale already used.
-    extents: dict[tuple, list[float]] = {}
-    for a in program.actions():
-        if a.kind == "sendrecv" and a.id in spans and a.id in forecast:
-            m, p = spans[a.id], forecast[a.id]
-            box = extents.setdefault((a.series, a.step), [m.start, m.end, p.start, p.end])
-            box[:] = [min(box[0], m.start), max(box[1], m.end), min(box[2], p.start),
-                      max(box[3], p.end)]  # fmt: skip
-    steps = [(b[1] - b[0]) / (b[3] - b[2]) for b in extents.values() if b[3] > b[2] and b[1] > b[0]]
-    if steps:
-        ratios["sendrecv"] = [
-            model.collective_scale.get("sendrecv", 1.0) * statistics.median(steps)
-        ]
-    if not ratios:
-        return model
-    center = statistics.fmean if mean else statistics.median
-    scale = {k: min(20.0, max(0.2, center(v))) for k, v in ratios.items()}
-    said = ", ".join(f"{k} ×{v:.2f}" for k, v in sorted(scale.items()))
-    return replace(
-        model,
-        collective_scale={**model.collective_scale, **scale},
-        source=f"{model.source}; collectives as measured ({said})",
-    )

@@ -10,7 +10,7 @@ paths share one semantics (runtime.simulate's docstring states it).
 
 Ops (tuples, first item the code):
 - (COMPUTE, seconds): the base duration, with a core to itself;
-- (SEND, link, alpha, bytes_beta, channel, nonblocking);
+- (SEND, link, alpha, bytes_beta, channel, issue): None blocks to arrival, else secs held;
 - (RECV, channel, reduce_seconds);
 - (SENDRECV, link, alpha, bytes_beta, out_channel, in_channel, reduce_seconds);
 - (COLLECTIVE, group_id, seconds, signature): the members must agree on the
@@ -273,7 +273,7 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
                 continue
             if code == SEND:
                 arrive = post(rank, op, t)
-                end = t if op[5] else arrive
+                end = arrive if op[5] is None else t + op[5]  # blocking, or its issue
             elif code == WAIT:
                 end = t + op[1]
             elif code == DRAIN:

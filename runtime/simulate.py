@@ -72,7 +72,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.costmodel import CostModel
+from runtime.costmodel import SEND_ISSUE, CostModel
 from runtime.eventloop import (
     ASYNC,
     COLLECTIVE,
@@ -189,8 +189,10 @@ class Compiler:
             alpha, beta = model.link(rank, a.dst)  # type: ignore[arg-type]
             out = (rank, a.dst, a.arg("tag", 0))
             if kind == "send":
-                nonblocking = bool(a.arg("nonblocking", False))
-                return (SEND, (rank, a.dst), alpha, a.bytes * beta, out, nonblocking)
+                # A non-blocking send holds its sender while it issues (gloo copies
+                # the message out on the sender's thread), as a run measured it.
+                issue = model.compute.get(SEND_ISSUE, 0.0) if a.arg("nonblocking", False) else None
+                return (SEND, (rank, a.dst), alpha, a.bytes * beta, out, issue)
             into = (a.src, rank, a.arg("tag", 0))
             # A hand-made collective's steps, as a run timed them (refine_collectives).
             scale = model.collective_scale.get("sendrecv", 1.0)

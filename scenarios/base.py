@@ -24,7 +24,7 @@ would be slow: DESIGN.md's "predict is cheap at any scale it accepts") and
 read off the ranks' results, drawn on the measured timeline: a skipped step) and
 `figures` (metrics and curves that need the cost model or the run: a sweep the
 model predicts, the loss curves a run measured). After a run the
-prediction is refined one way for every lesson (runtime.costmodel.refine)
+prediction is refined one way for every lesson (runtime.refine.refine)
 from what the ranks measured (`RankResult.compute_costs`, `p2p`).
 
 Imports: runtime's pure part only.
@@ -36,9 +36,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from runtime.costmodel import CostModel, refine
+from runtime.costmodel import CostModel
 from runtime.faults import Fault, require_timed
 from runtime.program import Program
+from runtime.refine import refine
 from runtime.restart import RestartPolicy, RestartReport
 from runtime.simulate import simulate
 from runtime.trace import Mark, Timeline
@@ -164,7 +165,7 @@ class Hooks(Generic[P]):
     # once in the fork server that starts the ranks of a cold run (runtime.spawn).
     preload: tuple[str, ...] = ()
     # Scale the collectives after a run by the mean instance, not the median
-    # (runtime.costmodel.refine_collectives): many tiny ones whose sum is what counts.
+    # (runtime.refine.refine_collectives): many tiny ones whose sum is what counts.
     collectives_by_mean: bool = False
     # Marks read off the ranks' results (a skipped step, a loss scale that changed),
     # added to the measured timeline's.

@@ -436,3 +436,22 @@ def test_the_lesson_module_imports_neither_numpy_nor_torch() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_step_lasts_from_one_steps_last_rank_out_to_the_next():
+    """The ranks start a step unevenly: the period between steps is what one costs, not
+    first rank in to last rank out (that counts the skew in two steps); a pair around a
+    checkpoint write is left out."""
+    from runtime.trace import Span, Timeline
+    from scenarios.failure_resume.recovery import median_step
+
+    spans = []
+    for k in range(3):
+        after_save = 0.040 if k == 2 else 0.0  # step 1 ends with a 40 ms checkpoint
+        for rank, skew in ((0, 0.0), (1, 0.004)):  # rank 1 always 4 ms behind
+            start = 0.010 * k + skew + after_save
+            spans.append(Span(rank, "compute", "", start, start + 0.010, step=k))
+    spans.append(Span(0, "checkpoint", "", 0.024, 0.064, step=1))
+    assert median_step(Timeline(spans)) == pytest.approx(0.010)
+    one = [s for s in spans if s.step == 0]
+    assert median_step(Timeline(one)) == pytest.approx(0.014)  # one step: first in, last out

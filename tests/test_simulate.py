@@ -309,8 +309,9 @@ def test_messages_on_one_link_queue() -> None:
 def test_refine_collectives_scales_each_kind_by_the_runs_median_ratio() -> None:
     """After a run the model times each collective kind as the run did: the median over
     instances of (member's span) / formula; kinds the run did not time keep 1.0."""
-    from runtime.costmodel import CostModel, refine_collectives
+    from runtime.costmodel import CostModel
     from runtime.program import Action, Program
+    from runtime.refine import refine_collectives
     from runtime.trace import Span, Timeline
 
     model = CostModel("m", alpha=1e-3, beta=0.0, gamma=0.0)
@@ -337,7 +338,7 @@ def test_refine_scales_a_spelled_out_ring_as_measured() -> None:
     included) is predicted 1.5× slower after the run refines it."""
     from dataclasses import replace
 
-    from runtime.costmodel import refine_collectives
+    from runtime.refine import refine_collectives
     from runtime.trace import Timeline
 
     program = program_of(4, collectives.ring_all_reduce(list(range(4)), 2**18, 4))
@@ -348,3 +349,75 @@ def test_refine_scales_a_spelled_out_ring_as_measured() -> None:
     refined = refine_collectives(MODEL, program, measured, before)
     assert refined.collective_scale["sendrecv"] == pytest.approx(1.5)
     assert simulate(program, refined).makespan == pytest.approx(1.5 * before.makespan, rel=1e-6)
+
+
+def test_refine_builtin_collectives_apart_and_leave_ddp_buckets_alone() -> None:
+    """Torch's own blocking collectives get a scale of their own (builtin.<kind>); a
+    non-blocking one (a DDP bucket) keeps its formula whatever its span says."""
+    from runtime.refine import refine_collectives
+    from runtime.trace import Span, Timeline
+
+    program = Program(2)
+    spans = []
+    took = 10 * MODEL.collective_formula(Action("x", 0, "all_reduce", group=(0, 1), bytes=8))
+    for name, extra in (("tp", {}), ("bucket", {"args": (("nonblocking", True),)})):
+        for rank in (0, 1):
+            action = Action(
+                f"{name}@r{rank}", rank, "all_reduce", group=(0, 1), bytes=8,
+                algorithm="builtin", **extra,
+            )  # fmt: skip
+            program.add(action)
+            spans.append(Span(rank, "all_reduce", "", 0.0, took, action_id=action.id))
+    refined = refine_collectives(MODEL, program, Timeline(spans))
+    tp, bucket = program.ranks[0]
+    assert set(refined.collective_scale) == {"builtin.all_reduce"}
+    assert refined.collective_time(tp) == pytest.approx(took)
+    assert refined.collective_time(bucket) == MODEL.collective_formula(bucket)
+
+
+def test_refine_compute_makes_the_simulated_spans_add_up_to_the_measured() -> None:
+    """Each compute cost is scaled by its measured spans' sum over its predicted ones
+    (bounded), so a machine that shares its cores worse than ideally is learned."""
+    from dataclasses import replace
+
+    from runtime.refine import refine_compute
+    from runtime.trace import Timeline
+
+    model = replace(MODEL, compute={"F": 1e-3, "B": 2e-3})
+    program = Program(1)
+    for step in range(3):
+        program.add(Action(f"f{step}", 0, "F", cost_key="F", step=step))
+        program.add(Action(f"b{step}", 0, "B", cost_key="B", step=step))
+    before = simulate(program, model)
+    measured = Timeline(
+        [replace(s, end=s.start + (s.end - s.start) * (1.3 if s.kind == "F" else 9.0))
+         for s in before.spans]
+    )  # fmt: skip
+    refined = refine_compute(model, program, measured, before)
+    assert refined.compute["F"] == pytest.approx(1.3e-3)
+    assert refined.compute["B"] == pytest.approx(4 * 2e-3)  # bounded to 4x
+    assert "compute as its spans measured" in refined.source
+
+
+def test_refine_p2p_times_messages_whose_receiver_waited_and_sends_hold_their_sender() -> None:
+    from runtime.costmodel import SEND_ISSUE
+    from runtime.refine import refine_p2p
+    from runtime.trace import Span, Timeline
+
+    program = Program(2)
+    spans = []
+    for k in range(4):
+        send = Action(f"s{k}", 0, "send", dst=1, bytes=1000, args=(("nonblocking", True),))
+        recv = Action(f"r{k}", 1, "recv", src=0, bytes=1000)
+        program.add(send)
+        program.add(recv)
+        t = 0.1 * k
+        spans.append(Span(0, "send", "", t, t + 2e-4, action_id=send.id))
+        spans.append(Span(1, "recv", "", t - 1e-3, t + 5e-4, action_id=recv.id))  # it waited
+    refined = refine_p2p(MODEL, program, Timeline(spans))
+    assert refined.alpha == pytest.approx(5e-4 - 1000 * MODEL.beta)
+    assert refined.compute[SEND_ISSUE] == pytest.approx(2e-4)
+    # The simulator holds each non-blocking send's sender for that long.
+    simulated = simulate(program, refined).by_action()
+    assert simulated["s0"].end - simulated["s0"].start == pytest.approx(2e-4)
+    assert refine_p2p(MODEL, program, Timeline()) is MODEL

@@ -102,14 +102,30 @@ def state_metrics(results: list[ResumeResult]) -> list[Metric]:
 
 
 def median_step(timeline: Timeline) -> float | None:
-    """Median wall time of one training step, first rank in to last rank out
-    (checkpoint writes and lost work excluded)."""
+    """Median wall time of one training step as the run flows: from the last rank out of
+    a step to the last rank out of the next. The ranks start a step unevenly (one still
+    finishing the last step's ring), so first rank in to last rank out would count that
+    skew twice, once in each step; the period between steps is what a step costs, and
+    what Young's and Daly's t_step means. A pair around a checkpoint write or lost work
+    is left out; a run of one step is measured first rank in to last rank out."""
     bounds: dict[int, list[float]] = {}
+    saved: set[int] = set()
+    lost: set[int] = set()
     for span in timeline.spans:
-        if span.step is None or span.kind == "checkpoint" or is_lost(span):
+        if span.step is None:
+            continue
+        if span.kind == "checkpoint" or is_lost(span):
+            (saved if span.kind == "checkpoint" else lost).add(span.step)
             continue
         lo_hi = bounds.setdefault(span.step, [span.start, span.end])
         lo_hi[0], lo_hi[1] = min(lo_hi[0], span.start), max(lo_hi[1], span.end)
+    periods = [
+        bounds[k + 1][1] - bounds[k][1]
+        for k in bounds
+        if k + 1 in bounds and k not in saved and not {k, k + 1} & lost
+    ]
+    if periods:
+        return statistics.median(periods)
     durations = [hi - lo for lo, hi in bounds.values()]
     return statistics.median(durations) if durations else None
 

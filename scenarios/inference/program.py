@@ -24,7 +24,7 @@ ranks (scenarios.inference.rank) and the simulator run the same steps:
 
 Compute actions cost `prefill` or `decode` seconds scaled by `work`, the part's
 seconds on the planning clock: a run refines the two scales from what it
-measured (runtime.costmodel.refine), i.e. it calibrates the step model.
+measured (runtime.refine.refine), i.e. it calibrates the step model.
 
 Pure: stdlib and the lesson's pure modules.
 """

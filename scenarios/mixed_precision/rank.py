@@ -93,7 +93,7 @@ class StepRunner:
     def messages(self, buckets: list[tuple[Action, float]], step: int) -> None:
         """A step's bucket all-reduces as rings of 2(n−1) messages of bytes/n each: one
         sample, the average message (the slow last buckets count, as the step pays them);
-        runtime.costmodel.refine makes the latency of the samples' median."""
+        runtime.refine.refine makes the latency of the samples' median."""
         n, count = self.ctx.world_size, 2 * (self.ctx.world_size - 1) * len(buckets)
         if buckets and (step >= 2 or self.ctx.params.steps == 1):
             nbytes = sum(int(a.bytes or 0) for a, _ in buckets) // n

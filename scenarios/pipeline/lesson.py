@@ -8,7 +8,7 @@ microbatches on the real ranks, one schedule after the other, each after a
 barrier, every Action tagged with its schedule as `series`. The rank side
 (scenarios.pipeline.rank) first times every stage's F, B, Bi and W in CPU
 seconds and ping-pongs an activation between neighbours; the prediction is
-refined with those (runtime.costmodel.refine) and re-simulates the Program,
+refined with those (runtime.refine.refine) and re-simulates the Program,
 sharing the CPU cores among the ranks computing at each instant, which is
 what a pipeline's idle ranks need.
 
@@ -27,7 +27,7 @@ from typing import ClassVar
 
 from runtime import formulas
 from runtime.compute import TYPICAL_CPU
-from runtime.costmodel import CostModel
+from runtime.costmodel import SEND_ISSUE, CostModel
 from runtime.program import Action, Program
 from runtime.trace import Span, Timeline, makespan
 from scenarios.base import Hooks, Lesson, RankResult, RunData
@@ -158,6 +158,11 @@ def estimate(params: PipelineParams, model: CostModel) -> CostModel:
             f, b = costs.stage(count, first=s == 0, last=s == stages - 1)
             for kind, cost in (("F", f), ("B", b), ("Bi", b / 2), ("W", b / 2)):
                 estimated[cost_key(kind, s, stages)] = cost
+    if model.cores is not None and SEND_ISSUE not in model.compute:
+        # On CPU ranks (gloo) an isend writes its message out on the sender's thread:
+        # it holds the sender about one message's wire time (a run then measures it).
+        alpha, beta = model.link(0, 1)
+        estimated[SEND_ISSUE] = alpha + params.activation_bytes * beta
     return replace(model, compute={**model.compute, **estimated})
 
 

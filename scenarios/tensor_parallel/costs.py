@@ -9,7 +9,7 @@ small reductions. Each is estimated from the compute rates (runtime.compute,
 calibrated here or a GPU profile's datasheet): a block's forward and backward
 split between attention (8h² + 4sh FLOPs per token of its 24h² + 4sh) and MLP
 (16h²), divided by t; after a run the measured CPU seconds replace them
-(runtime.costmodel.refine). torch's series is one forward and one backward:
+(runtime.refine.refine). torch's series is one forward and one backward:
 the sum of the same segments.
 
 Pure: stdlib only.

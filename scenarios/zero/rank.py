@@ -21,7 +21,7 @@ Called inside each rank process by runtime.worker with a RankContext:
 
 Compute costs for the prediction are the CPU seconds each F, B and Adam took
 (all ranks share this machine's cores, as in the pipeline lesson), the median of
-this rank's repetitions (runtime.costmodel.refine takes the median across ranks).
+this rank's repetitions (runtime.refine.refine takes the median across ranks).
 
 Engine part: imports torch (rank processes only; the UI never imports this).
 """

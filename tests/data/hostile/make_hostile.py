@@ -656,7 +656,7 @@ def torchrun_dirs(b: dict[str, dict[str, Any]]) -> None:
         torchrun_dir(
             f"torchrun.result-{what}", with_("rank1.json", doc), expect, ("rank1.json", says)
         )
-    # Finite but absurd: the prediction is refined with them (runtime.costmodel.refine).
+    # Finite but absurd: the prediction is refined with them (runtime.refine.refine).
     for what, field, value in [
         ("p2p-1e308", "p2p", [[0, 1e308], [1, 1e308]]),
         ("p2p-negative", "p2p", [[-1, -1.0]]),

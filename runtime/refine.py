@@ -1,0 +1,241 @@
+"""The cost model after a run: what the ranks measured, folded back into the prediction.
+
+Where it sits (DESIGN.md): runtime's pure part, between a finished run and the
+prediction shown beside it (playground.session's `finish`, and a lesson's
+`prepare_model` through scenarios.base). Each function takes the CostModel the
+run was predicted with and returns it with one kind of figure as the run had it:
+
+- `refine`: compute costs (and a point-to-point latency) the ranks measured
+  themselves, the median across ranks;
+- `refine_collectives`: each collective kind scaled as its instances took;
+- `refine_p2p`: the latency of a pipeline's messages and a send's issue time;
+- `refine_compute`: each compute cost scaled so its simulated spans add up to
+  the measured ones (the cores shared less ideally than the simulator assumes).
+
+What is left of the error after all four is the simulator's: the order of the
+actions, the waits and the overlap. Pure: stdlib only.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from runtime.costmodel import SEND_ISSUE, CostModel, scale_key
+from runtime.program import Action, Program
+from runtime.trace import Timeline
+
+
+def refine(
+    model: CostModel,
+    per_rank: Sequence[Mapping[str, float]],
+    *,
+    what: str,
+    p2p: Sequence[tuple[int, float]] = (),
+) -> CostModel:
+    """The cost model after a run: compute costs (and a point-to-point latency) as the
+    ranks measured them. The one way every lesson refines its prediction.
+
+    - `per_rank`: each rank's measured seconds per cost key, each already the median
+      of that rank's own repetitions. Combined across ranks by the **median**: when
+      four ranks share two cores, one rank descheduled while it timed is an outlier
+      that would pull a mean, and the median ignores it; a key only one rank measures
+      (a pipeline stage) keeps that rank's value.
+    - `p2p`: (bytes, one-way seconds) of messages the ranks timed between neighbours;
+      alpha becomes the median of seconds − bytes·beta (never below zero), the
+      latency a lesson's own messages see rather than the ring calibration's.
+    - `what` says in `source` which costs the run measured.
+    """
+    samples: dict[str, list[float]] = {}
+    for costs in per_rank:
+        for key, seconds in costs.items():
+            samples.setdefault(key, []).append(float(seconds))
+    if not samples and not p2p:
+        return model
+    alpha = model.alpha
+    if p2p:
+        alpha = max(0.0, statistics.median(s - nbytes * model.beta for nbytes, s in p2p))
+    return replace(
+        model,
+        alpha=alpha,
+        compute={**model.compute, **{k: statistics.median(v) for k, v in samples.items()}},
+        source=f"{model.source}; {what} measured in this run",
+    )
+
+
+def refine_collectives(
+    model: CostModel,
+    program: Program,
+    measured: Timeline,
+    predicted: Timeline | None = None,
+    *,
+    mean: bool = False,
+) -> CostModel:
+    """The model after a run, its collectives scaled as the run timed them.
+
+    For every collective instance of the Program (barriers aside: they only wait), the
+    run's time is the median over its members of each one's span, arrival to end: on a
+    machine whose ranks share cores, a member descheduled mid-collective holds up every
+    step of the ring, and that wait belongs to the collective as the ranks pay it (the
+    simulator adds only the skew it predicts itself, which is small between ranks that
+    compute alike). With `predicted` (the same Program simulated before this refinement),
+    the wait the model already predicts for an instance (its predicted span beyond the
+    collective's own time, e.g. behind a rank slowed on purpose) is taken off the
+    measured span, so it is not counted twice. Torch's own blocking collectives
+    (`builtin`: a TP layer's all-reduce) are scaled apart from the hand-made ones, as
+    `builtin.<kind>`; a non-blocking one (a DDP bucket) is left to its lesson, since its
+    span is only its launch. The scale of a kind is the median over its
+    instances of measured / formula, bounded to [0.2, 20]; the median, as in `refine`:
+    one instance disturbed by the machine does not move it. The steps of a collective
+    the Program spells out itself (a ring's sendrecvs) get a scale `sendrecv`: the
+    median over iterations of their measured extent over the predicted one. `mean`:
+    the mean over instances instead of their median, for a lesson whose thousands of
+    tiny collectives add up (their time on shared cores is heavy-tailed: the median
+    instance under-predicts their sum).
+    """
+    forecast = predicted.by_action() if predicted is not None else {}
+    spans = measured.by_action()
+    instances: dict[tuple, list[tuple[Action, Any]]] = {}
+    for action in program.actions():
+        if not action.is_collective or action.kind == "barrier" or action.id not in spans:
+            continue
+        if action.nonblocking:
+            continue  # a DDP bucket's span is its launch: the lesson refines its latency
+        key = (action.kind, action.series, action.step, action.stage, action.chunk,
+               action.microbatch, action.label, action.bytes, action.group)  # fmt: skip
+        instances.setdefault(key, []).append((action, spans[action.id]))
+    ratios: dict[str, list[float]] = {}
+    for members in instances.values():
+        action = members[0][0]
+        if len(members) != len(action.group or ()):
+            continue  # not every member finished it (a failed attempt)
+        formula = model.collective_formula(action)
+        took = statistics.median(span.end - span.start for _, span in members)
+        foreseen = [forecast[a.id] for a, _ in members if a.id in forecast]
+        if len(foreseen) == len(members):
+            own = model.collective_time(action)
+            took -= max(0.0, statistics.median(s.end - s.start for s in foreseen) - own)
+        if formula > 0 and took > 0:
+            ratios.setdefault(scale_key(action), []).append(took / formula)
+    # The steps of a collective the Program spells out (a ring's sendrecvs): per
+    # iteration, from the first rank's first step to the last rank's last one (the gaps
+    # between steps and the ranks' skew leaving the barrier before are the collective's
+    # too), measured over predicted, on top of the scale already used.
+    extents: dict[tuple, list[float]] = {}
+    for a in program.actions():
+        if a.kind == "sendrecv" and a.id in spans and a.id in forecast:
+            m, p = spans[a.id], forecast[a.id]
+            box = extents.setdefault((a.series, a.step), [m.start, m.end, p.start, p.end])
+            box[:] = [min(box[0], m.start), max(box[1], m.end), min(box[2], p.start),
+                      max(box[3], p.end)]  # fmt: skip
+    steps = [(b[1] - b[0]) / (b[3] - b[2]) for b in extents.values() if b[3] > b[2] and b[1] > b[0]]
+    if steps:
+        ratios["sendrecv"] = [
+            model.collective_scale.get("sendrecv", 1.0) * statistics.median(steps)
+        ]
+    if not ratios:
+        return model
+    center = statistics.fmean if mean else statistics.median
+    scale = {k: min(20.0, max(0.2, center(v))) for k, v in ratios.items()}
+    said = ", ".join(f"{k} ×{v:.2f}" for k, v in sorted(scale.items()))
+    return replace(
+        model,
+        collective_scale={**model.collective_scale, **scale},
+        source=f"{model.source}; collectives as measured ({said})",
+    )
+
+
+def refine_compute(
+    model: CostModel, program: Program, measured: Timeline, predicted: Timeline
+) -> CostModel:
+    """The model after a run, each compute cost scaled so that its actions' simulated
+    spans add up to what the run's spans did.
+
+    A rank measures its compute in CPU seconds (what a core spends: the portable part),
+    and the simulator shares the cores among the ranks computing at once. On a machine
+    with fewer cores than ranks that sharing is not ideal: context switches, cold caches
+    and the other processes (the parent that draws the run) cost every rank more wall
+    time than its share says, and the first action after a wait runs on cold caches.
+    `predicted` is the Program simulated with the costs so far; per cost key, the sum of
+    the measured spans over the sum of the predicted ones (both over every rank and
+    step: the sum is what a makespan pays) scales that cost, bounded to [0.25, 4] so a
+    run disturbed by the machine cannot throw the model far. What is left of the error
+    after this is the simulator's: the order of the actions, the waits, the overlap.
+    """
+    forecast = predicted.by_action()
+    spans = measured.by_action()
+    sums: dict[str, list[float]] = {}
+    for action in program.actions():
+        if not action.is_compute or action.id not in spans or action.id not in forecast:
+            continue
+        key = action.cost_key or action.kind
+        m, p = spans[action.id], forecast[action.id]
+        box = sums.setdefault(key, [0.0, 0.0])
+        box[0] += m.end - m.start
+        box[1] += p.end - p.start
+    scale = {
+        key: min(4.0, max(0.25, took / planned))
+        for key, (took, planned) in sums.items()
+        if key in model.compute and took > 0 and planned > 0
+    }
+    if not scale:
+        return model
+    spread = f"×{min(scale.values()):.2f}–{max(scale.values()):.2f}"
+    return replace(
+        model,
+        compute={**model.compute, **{k: model.compute[k] * v for k, v in scale.items()}},
+        source=f"{model.source}; compute as its spans measured ({spread})",
+    )
+
+
+def refine_p2p(model: CostModel, program: Program, measured: Timeline) -> CostModel:
+    """The model after a run, its point-to-point latency as the run's own messages had
+    it: a pipeline's activations between ranks that share the cores with compute.
+
+    The k-th send on a channel (src, dst, tag) is the k-th receive's message. Where the
+    receiver was already waiting when the send began, the message's time shows whole:
+    from the send's start to the receive's end (the sender's issue, the wire, the
+    receiver waking); alpha becomes the median over those messages of that time less
+    bytes·beta, never below zero. A latency timed apart before the run (a quiet ping-pong)
+    misses what busy neighbours add. A non-blocking send's own span, the time it held
+    its sender, becomes SEND_ISSUE (the mean). With fewer than three messages of a
+    kind the model keeps that figure: too few to say.
+    """
+    spans = measured.by_action()
+    sends: dict[tuple, list[Action]] = {}
+    recvs: dict[tuple, list[Action]] = {}
+    for action in program.actions():
+        if action.kind == "send" and action.dst is not None:
+            sends.setdefault((action.rank, action.dst, action.arg("tag", 0)), []).append(action)
+        elif action.kind == "recv" and action.src is not None:
+            recvs.setdefault((action.src, action.rank, action.arg("tag", 0)), []).append(action)
+    latencies = []
+    for channel, out in sends.items():
+        for send, recv in zip(out, recvs.get(channel, []), strict=False):
+            if send.id not in spans or recv.id not in spans:
+                continue
+            sent, got = spans[send.id], spans[recv.id]
+            if got.start <= sent.start < got.end:
+                _, beta = model.link(send.rank, recv.rank)
+                latencies.append(got.end - sent.start - send.bytes * beta)
+    issues = [
+        spans[a.id].end - spans[a.id].start
+        for out in sends.values()
+        for a in out
+        if a.arg("nonblocking", False) and a.id in spans
+    ]
+    if len(latencies) < 3 and len(issues) < 3:
+        return model
+    alpha = max(0.0, statistics.median(latencies)) if len(latencies) >= 3 else model.alpha
+    # The mean, not the median: a sender descheduled mid-issue holds up its stage
+    # for all that time, and the makespan pays the sum.
+    issue = statistics.fmean(issues) if len(issues) >= 3 else 0.0
+    return replace(
+        model,
+        alpha=alpha,
+        compute={**model.compute, SEND_ISSUE: issue},
+        source=f"{model.source}; p2p as its messages measured (latency {alpha * 1e6:.0f} µs, "
+        f"a send's issue {issue * 1e6:.0f} µs)",
+    )
