@@ -162,8 +162,13 @@ def refine_compute(
     the measured spans over the sum of the predicted ones (both over every rank and
     step: the sum is what a makespan pays) scales that cost, bounded to [0.25, 4] so a
     run disturbed by the machine cannot throw the model far. What is left of the error
-    after this is the simulator's: the order of the actions, the waits, the overlap.
+    after this is the simulator's: the order of the actions, the waits, the overlap. A
+    slowed run (--fault slow) keeps its costs: its peers' waits would be read as compute.
     """
+    if model.slow:
+        # A rank slowed on purpose makes its peers wait, and inside torch's own compute
+        # (FSDP2's forward runs its all-gathers) that wait would pass for compute.
+        return model
     forecast = predicted.by_action()
     spans = measured.by_action()
     sums: dict[str, list[float]] = {}
