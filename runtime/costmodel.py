@@ -139,7 +139,8 @@ class CostModel:
         formula = self.collective_formula(action)
         if action.nonblocking and action.algorithm == "builtin":
             return formula  # a DDP bucket: its lesson refines the link's latency instead
-        return formula * self.collective_scale.get(scale_key(action), 1.0)
+        key, scales = scale_key(action), self.collective_scale
+        return formula * scales.get(f"{key}@{action.bytes}", scales.get(key, 1.0))
 
     def collective_formula(self, action: Action) -> float:
         group = action.group or (action.rank,)

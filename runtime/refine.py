@@ -83,7 +83,9 @@ def refine_collectives(
     compute alike). With `predicted` (the same Program simulated before this refinement),
     the wait the model already predicts for an instance (its predicted span beyond the
     collective's own time, e.g. behind a rank slowed on purpose) is taken off the
-    measured span, so it is not counted twice. Torch's own blocking collectives
+    measured span, so it is not counted twice. Each kind is also scaled per message size
+    (`<kind>@<bytes>`), which a prediction of the same Program prefers. Torch's own
+    blocking collectives
     (`builtin`: a TP layer's all-reduce) are scaled apart from the hand-made ones, as
     `builtin.<kind>`; a non-blocking one (a DDP bucket) is left to its lesson, since its
     span is only its launch. The scale of a kind is the median over its
@@ -118,7 +120,12 @@ def refine_collectives(
             own = model.collective_time(action)
             took -= max(0.0, statistics.median(s.end - s.start for s in foreseen) - own)
         if formula > 0 and took > 0:
-            ratios.setdefault(scale_key(action), []).append(took / formula)
+            kind = scale_key(action)
+            ratios.setdefault(kind, []).append(took / formula)
+            # ... and per size: the formula's α and β miss differently at each size (a
+            # small all-gather pays wake-ups a large one hides), so each size the run
+            # timed keeps its own scale (CostModel.collective_time prefers it).
+            ratios.setdefault(f"{kind}@{action.bytes}", []).append(took / formula)
     # The steps of a collective the Program spells out (a ring's sendrecvs): per
     # iteration, from the first rank's first step to the last rank's last one (the gaps
     # between steps and the ranks' skew leaving the barrier before are the collective's
@@ -139,7 +146,9 @@ def refine_collectives(
         return model
     center = statistics.fmean if mean else statistics.median
     scale = {k: min(20.0, max(0.2, center(v))) for k, v in ratios.items()}
-    said = ", ".join(f"{k} ×{v:.2f}" for k, v in sorted(scale.items()))
+    said = ", ".join(f"{k} ×{v:.2f}" for k, v in sorted(scale.items()) if "@" not in k)
+    sizes = sum("@" in k for k in scale)
+    said += f"; {sizes} sizes apart" if sizes else ""
     return replace(
         model,
         collective_scale={**model.collective_scale, **scale},

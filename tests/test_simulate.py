@@ -327,7 +327,10 @@ def test_refine_collectives_scales_each_kind_by_the_runs_median_ratio() -> None:
             spans.append(Span(rank, "all_reduce", "", step, step + took, action_id=action.id))
     formula = model.collective_formula(program.ranks[0][0])  # 2(n-1)·α = 2 ms
     refined = refine_collectives(model, program, Timeline(spans))
-    assert refined.collective_scale == {"all_reduce": pytest.approx(5e-3 / formula)}
+    assert refined.collective_scale == {
+        "all_reduce": pytest.approx(5e-3 / formula),
+        "all_reduce@8": pytest.approx(5e-3 / formula),  # the one size it timed
+    }
     assert refined.collective_time(program.ranks[0][0]) == pytest.approx(5e-3)
     assert "collectives as measured" in refined.source
     assert refine_collectives(model, program, Timeline()) is model  # nothing timed: unchanged
@@ -370,7 +373,7 @@ def test_refine_builtin_collectives_apart_and_leave_ddp_buckets_alone() -> None:
             spans.append(Span(rank, "all_reduce", "", 0.0, took, action_id=action.id))
     refined = refine_collectives(MODEL, program, Timeline(spans))
     tp, bucket = program.ranks[0]
-    assert set(refined.collective_scale) == {"builtin.all_reduce"}
+    assert set(refined.collective_scale) == {"builtin.all_reduce", "builtin.all_reduce@8"}
     assert refined.collective_time(tp) == pytest.approx(took)
     assert refined.collective_time(bucket) == MODEL.collective_formula(bucket)
 
@@ -421,3 +424,29 @@ def test_refine_p2p_times_messages_whose_receiver_waited_and_sends_hold_their_se
     simulated = simulate(program, refined).by_action()
     assert simulated["s0"].end - simulated["s0"].start == pytest.approx(2e-4)
     assert refine_p2p(MODEL, program, Timeline()) is MODEL
+
+
+def test_refine_collectives_keeps_a_scale_per_message_size() -> None:
+    """Two sizes of one kind, one 2x its formula and one 6x: each is predicted as it took,
+    and a size the run never timed gets the kind's median."""
+    from runtime.refine import refine_collectives
+    from runtime.trace import Span, Timeline
+
+    program = Program(2)
+    spans = []
+    sizes = {1024: 2.0, 2**20: 6.0}
+    for step, (nbytes, factor) in enumerate([*sizes.items(), (1024, 2.0)]):
+        for rank in (0, 1):
+            action = Action(f"ag{step}@r{rank}", rank, "all_gather", group=(0, 1),
+                            bytes=nbytes, step=step)  # fmt: skip
+            program.add(action)
+            took = factor * MODEL.collective_formula(action)
+            spans.append(Span(rank, "all_gather", "", 0.0, took, action_id=action.id))
+    refined = refine_collectives(MODEL, program, Timeline(spans))
+    for nbytes, factor in sizes.items():
+        action = Action("x", 0, "all_gather", group=(0, 1), bytes=nbytes)
+        assert refined.collective_time(action) == pytest.approx(
+            factor * MODEL.collective_formula(action)
+        )
+    other = Action("y", 0, "all_gather", group=(0, 1), bytes=4096)
+    assert refined.collective_time(other) == pytest.approx(2.0 * MODEL.collective_formula(other))
