@@ -126,8 +126,8 @@ def metric_lines(metrics: list[Metric], words: dict[str, str], indent: str = "  
                     f"{pad}{row.label:<{width}}  {row.value} | {row.predicted}  {row.error}".rstrip()
                 )
             elif text_list(row.metric):
-                lines.append(f"{pad}{row.label}:")  # a ranked list: one item per line
-                lines += [f"{pad}  {i}. {plain(v)}" for i, v in enumerate(row.metric.value, 1)]
+                lines.append(f"{pad}{row.label}:")  # a list: one item per line
+                lines += [f"{pad}  · {plain(v)}" for v in row.metric.value]
             else:
                 lines.append(f"{pad}{row.label:<{width}}  {row.value}")
     return lines

@@ -302,9 +302,11 @@ def finish(
     marks = [*result.marks, *lesson.marks(params, results)]
     measured = Timeline(spans=result.spans, counters=result.counters, marks=marks)
     program = program if program is not None else lesson.build(params)
-    # What the ranks measured (compute, p2p), then the collectives as the run timed them:
-    # the prediction after a run composes the run's own figures (runtime.costmodel).
+    # What the ranks measured (compute, p2p), the messages' latency, then the collectives
+    # as the run timed them (fitted against that latency), then compute as its spans
+    # took: the prediction after a run composes the run's own figures (runtime.refine).
     refined = lesson.prepare_model(params, model, results)
+    refined = refine_p2p(refined, program, measured)
     refined = refine_collectives(
         refined,
         program,
@@ -312,8 +314,10 @@ def finish(
         simulate(program, refined),
         mean=lesson.hooks.collectives_by_mean,
     )
-    refined = refine_p2p(refined, program, measured)
-    refined = refine_compute(refined, program, measured, simulate(program, refined))
+    if result.restarts is None or not result.restarts.failures:
+        # After a restart the same Actions ran again, maybe on fewer ranks with more work
+        # each: their spans are no measure of the Program's costs.
+        refined = refine_compute(refined, program, measured, simulate(program, refined))
     predicted = simulate(program, refined)
     run_data = RunData(measured, results, result.restarts)
     metrics = lesson.metrics(params, predicted, run_data)

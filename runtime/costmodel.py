@@ -140,7 +140,7 @@ class CostModel:
         if action.nonblocking and action.algorithm == "builtin":
             return formula  # a DDP bucket: its lesson refines the link's latency instead
         key, scales = scale_key(action), self.collective_scale
-        return formula * scales.get(f"{key}@{action.bytes}", scales.get(key, 1.0))
+        return formula * scales.get(sized_key(key, action), scales.get(key, 1.0))
 
     def collective_formula(self, action: Action) -> float:
         group = action.group or (action.rank,)
@@ -206,3 +206,9 @@ def scale_key(action: Action) -> str:
     """Which `collective_scale` entry scales this collective: its kind for the hand-made
     ones (calibrated on the project's own ring), `builtin.<kind>` for torch's own."""
     return f"builtin.{action.kind}" if action.algorithm == "builtin" else action.kind
+
+
+def sized_key(key: str, action: Action) -> str:
+    """The `collective_scale` entry of one size of a kind over one group size, as a run
+    timed it (runtime.refine.refine_collectives): `<key>@<bytes>/<ranks>`."""
+    return f"{key}@{action.bytes}/{len(action.group or ())}"

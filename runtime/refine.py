@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from runtime.costmodel import SEND_ISSUE, CostModel, scale_key
+from runtime.costmodel import SEND_ISSUE, CostModel, scale_key, sized_key
 from runtime.program import Action, Program
 from runtime.trace import Timeline
 
@@ -84,7 +84,7 @@ def refine_collectives(
     the wait the model already predicts for an instance (its predicted span beyond the
     collective's own time, e.g. behind a rank slowed on purpose) is taken off the
     measured span, so it is not counted twice. Each kind is also scaled per message size
-    (`<kind>@<bytes>`), which a prediction of the same Program prefers. Torch's own
+    (`<kind>@<bytes>/<ranks>`), which a prediction of the same Program prefers. Torch's own
     blocking collectives
     (`builtin`: a TP layer's all-reduce) are scaled apart from the hand-made ones, as
     `builtin.<kind>`; a non-blocking one (a DDP bucket) is left to its lesson, since its
@@ -103,8 +103,10 @@ def refine_collectives(
     for action in program.actions():
         if not action.is_collective or action.kind == "barrier" or action.id not in spans:
             continue
-        if action.nonblocking:
-            continue  # a DDP bucket's span is its launch: the lesson refines its latency
+        if action.nonblocking or action.arg("untimed", False):
+            # A DDP bucket's span is its launch (its lesson refines its latency); an
+            # untimed one stands for work done inside another span.
+            continue
         key = (action.kind, action.series, action.step, action.stage, action.chunk,
                action.microbatch, action.label, action.bytes, action.group)  # fmt: skip
         instances.setdefault(key, []).append((action, spans[action.id]))
@@ -125,7 +127,7 @@ def refine_collectives(
             # ... and per size: the formula's α and β miss differently at each size (a
             # small all-gather pays wake-ups a large one hides), so each size the run
             # timed keeps its own scale (CostModel.collective_time prefers it).
-            ratios.setdefault(f"{kind}@{action.bytes}", []).append(took / formula)
+            ratios.setdefault(sized_key(kind, action), []).append(took / formula)
     # The steps of a collective the Program spells out (a ring's sendrecvs): per
     # iteration, from the first rank's first step to the last rank's last one (the gaps
     # between steps and the ranks' skew leaving the barrier before are the collective's
@@ -228,8 +230,8 @@ def refine_p2p(model: CostModel, program: Program, measured: Timeline) -> CostMo
     latencies = []
     for channel, out in sends.items():
         for send, recv in zip(out, recvs.get(channel, []), strict=False):
-            if send.id not in spans or recv.id not in spans:
-                continue
+            if send.id not in spans or recv.id not in spans or recv.reduce:
+                continue  # (a reducing receive, a tree's, also adds what came: no latency)
             sent, got = spans[send.id], spans[recv.id]
             if got.start <= sent.start < got.end:
                 _, beta = model.link(send.rank, recv.rank)
@@ -245,7 +247,7 @@ def refine_p2p(model: CostModel, program: Program, measured: Timeline) -> CostMo
     alpha = max(0.0, statistics.median(latencies)) if len(latencies) >= 3 else model.alpha
     # The mean, not the median: a sender descheduled mid-issue holds up its stage
     # for all that time, and the makespan pays the sum.
-    issue = statistics.fmean(issues) if len(issues) >= 3 else 0.0
+    issue = statistics.fmean(issues) if len(issues) >= 3 else model.compute.get(SEND_ISSUE, 0.0)
     return replace(
         model,
         alpha=alpha,

@@ -29,7 +29,9 @@ Semantics (the same ones the real engine implements in runtime.worker):
   and the sender is free when its message is delivered. It never waits for
   the receiver to post its recv (gloo and NCCL buffer the message). A send
   with the `nonblocking` arg is an `isend` whose wait comes later: the sender
-  goes on at once and the message still takes the link as above (pipelines).
+  goes on after its issue (the cost model's SEND_ISSUE seconds, 0 unless a run
+  measured it or a CPU lesson estimates it; no core taken, not slowed) and the
+  message still takes the link as above (pipelines).
 - messages pair in order per channel (src, dst, tag), the `tag` arg being 0
   unless a Program separates channels (see runtime.program); all channels
   from src to dst share the one link.

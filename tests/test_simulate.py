@@ -329,7 +329,7 @@ def test_refine_collectives_scales_each_kind_by_the_runs_median_ratio() -> None:
     refined = refine_collectives(model, program, Timeline(spans))
     assert refined.collective_scale == {
         "all_reduce": pytest.approx(5e-3 / formula),
-        "all_reduce@8": pytest.approx(5e-3 / formula),  # the one size it timed
+        "all_reduce@8/2": pytest.approx(5e-3 / formula),  # the one size it timed
     }
     assert refined.collective_time(program.ranks[0][0]) == pytest.approx(5e-3)
     assert "collectives as measured" in refined.source
@@ -363,7 +363,12 @@ def test_refine_builtin_collectives_apart_and_leave_ddp_buckets_alone() -> None:
     program = Program(2)
     spans = []
     took = 10 * MODEL.collective_formula(Action("x", 0, "all_reduce", group=(0, 1), bytes=8))
-    for name, extra in (("tp", {}), ("bucket", {"args": (("nonblocking", True),)})):
+    variants = (
+        ("tp", {}),
+        ("bucket", {"args": (("nonblocking", True),)}),
+        ("inside-b", {"args": (("untimed", True),)}),  # torch DDP's: its work is in B
+    )
+    for name, extra in variants:
         for rank in (0, 1):
             action = Action(
                 f"{name}@r{rank}", rank, "all_reduce", group=(0, 1), bytes=8,
@@ -372,8 +377,8 @@ def test_refine_builtin_collectives_apart_and_leave_ddp_buckets_alone() -> None:
             program.add(action)
             spans.append(Span(rank, "all_reduce", "", 0.0, took, action_id=action.id))
     refined = refine_collectives(MODEL, program, Timeline(spans))
-    tp, bucket = program.ranks[0]
-    assert set(refined.collective_scale) == {"builtin.all_reduce", "builtin.all_reduce@8"}
+    tp, bucket, _ = program.ranks[0]
+    assert set(refined.collective_scale) == {"builtin.all_reduce", "builtin.all_reduce@8/2"}
     assert refined.collective_time(tp) == pytest.approx(took)
     assert refined.collective_time(bucket) == MODEL.collective_formula(bucket)
 

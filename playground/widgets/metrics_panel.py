@@ -43,11 +43,9 @@ def metrics_content(metrics: list[Metric], language: str, width: int = 80) -> Co
                 f"{indent}{row.label:<{label_width}}  ",
                 "bold" if row.paired else "$foreground-muted",
             )
-            if text_list(row.metric):  # a ranked list: one item per line, numbered
+            if text_list(row.metric) and not row.paired:  # a list: one item per line
                 lines.append(Content.styled(label[0].rstrip(), label[1]))
-                lines += [
-                    Content(f"{indent}  {i}. {plain(v)}") for i, v in enumerate(row.metric.value, 1)
-                ]
+                lines += [Content(f"{indent}  · {plain(v)}") for v in row.metric.value]
                 continue
             if row.paired:
                 values = Content.assemble(

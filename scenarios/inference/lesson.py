@@ -325,10 +325,6 @@ def metrics(
     return out
 
 
-def tokens(params: InferenceParams) -> tuple[str, float]:
-    return ("tokens", float(params.requests * params.output_len))
-
-
 RANK_ENTRY = "scenarios.inference.rank:run_rank"  # torch: never imported here
 
 
@@ -336,11 +332,14 @@ HOOKS = Hooks(
     estimate,
     "prefill and decode step scales",
     curves=lambda params: [predicting.goodput_curve(params)],  # goodput vs rate, per mode
-    lanes=lambda params, predicted, measured: report.request_lanes(
-        layout(params)[1], predicted, measured
+    lanes=lambda params, predicted, measured: (
+        report.request_lanes(layout(params)[1], predicted, measured)
+        # A lumped prediction has no Actions to read requests off: not worth the layout.
+        if measured is not None or any(s.action_id for s in predicted.spans[:1])
+        else []
     ),
     lump=predicting.lump,
-    items=tokens,
+    items=lambda params: ("tokens", float(params.requests * params.output_len)),
     collectives_by_mean=True,  # tiny all-reduces, heavy-tailed: TTFT pays their sum
 )
 LESSON = Lesson(

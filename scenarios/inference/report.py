@@ -33,6 +33,12 @@ def read_timeline(index: SeriesIndex, timeline: Timeline) -> Served:
     return served(index.plan, token_time, origin)
 
 
+def series_start(index: SeriesIndex, timeline: Timeline) -> float:
+    """When the series began on this timeline: its first start barrier's end."""
+    ends = {s.action_id: s.end for s in timeline.spans if s.action_id in index.anchor.values()}
+    return min(ends.values(), default=0.0)
+
+
 def drawn(index: SeriesIndex, timeline: Timeline) -> bool:
     """Whether the timeline has the series' Actions (a simulated or measured Program)."""
     ids = {s.action_id for s in timeline.spans if s.series == index.series}
@@ -140,7 +146,7 @@ def request_lanes(
     out = []
     for index in indexes:
         views = [
-            (source, read_timeline(index, timeline))
+            (source, read_timeline(index, timeline), series_start(index, timeline))
             for source, timeline in (("measured", measured), ("predicted", predicted))
             if timeline is not None and drawn(index, timeline)
         ]
@@ -149,9 +155,11 @@ def request_lanes(
         requests = sorted(views[-1][1].times)
         rows = []
         for rid in requests[:LANE_REQUESTS]:
-            for source, view in views:
+            for source, view, zero in views:
                 if rid in view.times:
-                    arrived, first, last = view.times[rid]
+                    # Seconds since the mode began: its series starts at a different
+                    # moment on each timeline (the modes before it took their own time).
+                    arrived, first, last = (t - zero for t in view.times[rid])
                     phases = (("TTFT: wait + prefill", arrived, first), ("decode", first, last))
                     rows.append(Lane(f"r{rid}", source, phases))
         title = f"{index.series}: each request, arrival → first token → last token"

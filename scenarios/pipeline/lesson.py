@@ -158,9 +158,11 @@ def estimate(params: PipelineParams, model: CostModel) -> CostModel:
             f, b = costs.stage(count, first=s == 0, last=s == stages - 1)
             for kind, cost in (("F", f), ("B", b), ("Bi", b / 2), ("W", b / 2)):
                 estimated[cost_key(kind, s, stages)] = cost
-    if model.cores is not None and SEND_ISSUE not in model.compute:
-        # On CPU ranks (gloo) an isend writes its message out on the sender's thread:
-        # it holds the sender about one message's wire time (a run then measures it).
+    gloo = model.details.get("backend", "gloo") == "gloo"
+    on_cpu = model.rates is None or model.rates.peak_flops_per_s is None
+    if gloo and on_cpu and SEND_ISSUE not in model.compute:
+        # On CPU ranks gloo's isend writes its message out on the sender's thread: it
+        # holds the sender about one message's wire time (a run then measures it).
         alpha, beta = model.link(0, 1)
         estimated[SEND_ISSUE] = alpha + params.activation_bytes * beta
     return replace(model, compute={**model.compute, **estimated})

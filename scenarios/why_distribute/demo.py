@@ -142,6 +142,8 @@ def _bucket_all_reduce(s: Series, t: int, rank: int, nbytes: int, group: tuple) 
         series=s.name,
         step=t,
         phase=s.phase,
+        # Its span times nothing (the work is inside B): a run must not refine it.
+        args=(("untimed", True),),
     )
 
 
