@@ -24,7 +24,10 @@ Ops (tuples, first item the code):
   ends `seconds` later; a member's op spans its launch to that end;
 - (DRAIN,): until every non-blocking collective the rank launched has ended;
 - (UNTIL, seconds, back): idle until `seconds` after the end of its op `back` places
-  earlier (a server waiting for a request's arrival, from where its run started).
+  earlier (a server waiting for a request's arrival, from where its run started);
+- (SYNCED, seconds, group_id, signature): a compute that runs collectives inside
+  it (FSDP2's forward all-gathers unit by unit): computed as COMPUTE, then it ends
+  on every member of the group together, when the last member's compute has.
 `link` and `channel` are any hashable keys: messages on one link queue one
 after another; on one channel they pair in order.
 
@@ -49,16 +52,12 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.coresharing import CoreSharing
 from runtime.costmodel import CostModel
 
-COMPUTE, SEND, RECV, SENDRECV, COLLECTIVE, WAIT, ASYNC, DRAIN, UNTIL = range(9)
+COMPUTE, SEND, RECV, SENDRECV, COLLECTIVE, WAIT, ASYNC, DRAIN, UNTIL, SYNCED = range(10)
 
 Op = tuple[Any, ...]
-
-# Compute jobs whose finish tags differ by less than this (relative) end together:
-# tags reached by different sums of the same durations can differ in the last
-# bits, and an extra event a few ulps later would only split one instant in two.
-_TIE = 1e-12
 
 
 class CollectiveMismatch(Exception):
@@ -90,64 +89,6 @@ class Run:
         ]
 
 
-class _CoreSharing:
-    """Compute ops sharing the model's CPU cores (egalitarian processor sharing).
-
-    Every computing rank progresses at the same rate, CostModel.core_share(k)
-    = min(1, cores/k) while k of them compute. So rather than decrementing
-    each one's remaining work at every event, we keep one work clock
-    `work_done`, the integral of that rate over time: a compute of base length
-    w started when the clock read V ends when it reads V + w, its tag.
-    Computes therefore end in tag order (a heap), an event costs O(log k), and
-    computes with equal tags end at the same instant exactly.
-    """
-
-    def __init__(self, model: CostModel) -> None:
-        self.share = model.core_share
-        self.now = 0.0
-        self.work_done = 0.0
-        self.jobs: list[tuple[float, int, float]] = []  # (tag, rank, start)
-        self.rate = 1.0  # core_share(len(jobs)), kept as jobs come and go
-
-    def advance(self, t: float) -> None:
-        """Move the clock to `t`, crediting the computes in flight."""
-        if t > self.now:
-            if self.jobs:
-                self.work_done += self.rate * (t - self.now)
-            self.now = t
-
-    def start(self, rank: int, base: float, t: float) -> None:
-        self.advance(t)
-        heapq.heappush(self.jobs, (self.work_done + base, rank, t))
-        self.rate = self.share(len(self.jobs))
-
-    def next_end(self) -> float:
-        if not self.jobs:
-            return math.inf
-        left = self.jobs[0][0] - self.work_done
-        # An advance may land a rounding error short of (or past) a tag: that
-        # compute is due now, not a few ulps later as an event of its own.
-        if left <= _TIE * self.work_done:  # work_done >= 0
-            return self.now
-        return self.now + left / self.rate
-
-    def pop_ended(self) -> list[tuple[int, float]]:
-        """Advance to the next compute end; return (rank, start) of all ending then."""
-        end = self.next_end()
-        tag = self.jobs[0][0]
-        # Land exactly on the tag and time rather than on rate·dt sums, so the
-        # finishing jobs leave no residue that would need another event.
-        self.now = end
-        self.work_done = max(self.work_done, tag)
-        limit = self.work_done + _TIE * self.work_done
-        ended = []
-        while self.jobs and self.jobs[0][0] <= limit:
-            _, rank, start = heapq.heappop(self.jobs)
-            ended.append((rank, start))
-        self.rate = self.share(len(self.jobs))
-        return ended
-
-
 def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel) -> Run:
     """Run each rank's ops on one virtual clock (runtime.simulate's semantics).
     `groups[group_id]`: the members of each collective group, in order."""
@@ -161,7 +102,7 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
     ready = [(0.0, r) for r in range(n) if ops[r]]
     heapq.heapify(ready)
     push, pop = heapq.heappush, heapq.heappop
-    sharing = _CoreSharing(model) if model.cores is not None and model.cores > 0 else None
+    sharing = CoreSharing(model) if model.cores is not None and model.cores > 0 else None
     slow = model.slow_factors(n) or [1.0] * n  # each rank's compute factor
     mailbox: dict[Any, deque[float]] = defaultdict(deque)  # channel -> arrival times
     link_free: dict[Any, float] = {}
@@ -177,6 +118,8 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
     settled = [0.0] * n
     in_wait: dict[int, float] = {}
     launches: dict[tuple[int, int], dict[int, tuple[float, int]]] = defaultdict(dict)
+    # Per SYNCED compute, each member's (start, end of its own compute).
+    computed: dict[tuple[int, int], dict[int, tuple[float, float]]] = defaultdict(dict)
 
     def finish(rank: int, start: float, end: float) -> None:
         i = pc[rank]
@@ -246,6 +189,20 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
                 since = in_wait.pop(m)
                 finish(m, since, max(since, settled[m]))
 
+    def synced(rank: int, begun: float, t: float) -> None:
+        """A SYNCED compute of `rank` (begun then) is done at t: it ends when the
+        group's last member's is."""
+        gid = ops[rank][pc[rank]][2]
+        key = (-1 - gid, sequence[(rank, -1 - gid)])  # apart from the group's collectives
+        sequence[(rank, -1 - gid)] += 1
+        members = computed[key]
+        members[rank] = (begun, t)
+        if len(members) == len(groups[gid]):
+            release = max(done for _, done in members.values())
+            del computed[key]
+            for m, (start, _) in members.items():
+                finish(m, start, release)
+
     def step(rank: int, t: float, due: float) -> None:
         """Start the rank's next ops at t; `due`: when the next compute ends (nothing
         here changes it until this rank starts a compute, and then it stops)."""
@@ -254,9 +211,9 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
             i = pc[rank]
             op = row[i]
             code = op[0]
-            if code == COMPUTE:
+            if code in (COMPUTE, SYNCED):
                 if sharing is None:
-                    finish(rank, t, t + op[1] * slow[rank])
+                    (synced if code == SYNCED else finish)(rank, t, t + op[1] * slow[rank])
                 else:
                     sharing.start(rank, op[1], t)
                 return
@@ -332,6 +289,9 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
                     # The rank goes on at once: the same instant, no rate changed since.
                     now = sharing.now
                     i = pc[rank]
+                    if ops[rank][i][0] == SYNCED:  # it waits for the group's last
+                        synced(rank, begun, now + (slow[rank] - 1.0) * (now - begun))
+                        continue
                     starts[rank][i] = begun
                     order.append(rank)
                     pc[rank] = i + 1

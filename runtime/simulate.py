@@ -11,7 +11,9 @@ free, a compute finishing) are processed in time order, earliest first.
 Semantics (the same ones the real engine implements in runtime.worker):
 - compute: CostModel.compute_time is its base duration, the time it takes with
   a core to itself. A compute with the `io` arg (a checkpoint's write) waits on a
-  device, not a core: it takes its duration whoever else computes. When the model has a core count (`cores`), the computing
+  device, not a core: it takes its duration whoever else computes. A compute with
+  the `synced` arg and a `group` runs collectives inside it (FSDP2's forward): it
+  ends on every member together, when the last member's compute has. When the model has a core count (`cores`), the computing
   ranks share those cores as processor sharing: at any instant, if k ranks are
   computing, each progresses at min(1, cores/k) of its base speed, and the
   rates change whenever a compute starts or ends anywhere. A static slow-down
@@ -83,6 +85,7 @@ from runtime.eventloop import (
     RECV,
     SEND,
     SENDRECV,
+    SYNCED,
     UNTIL,
     WAIT,
     CollectiveMismatch,
@@ -219,6 +222,8 @@ class Compiler:
             return (DRAIN,)
         if a.arg("io"):  # waits on a device (the disk), not on a core
             return (WAIT, model.compute_time(a))
+        if a.arg("synced") and a.group:  # collectives inside it: it ends with its group's
+            return (SYNCED, model.compute_time(a), self.group_id(a.group), ("synced", kind))
         return (COMPUTE, model.compute_time(a))
 
 

@@ -99,7 +99,13 @@ async def test_a_real_run_streams_spans_then_steps_through_the_narrative(
         form.set_value("repeat", "20")  # long enough to stream several batches
         await pilot.pause()
         await pilot.press("r")
-        await wait_until(lambda: not screen.running)
+        # The controls mark the run done, then the screen shows its outcome: wait for both
+        # (on a loaded machine the test could look in between).
+        await wait_until(
+            lambda: not screen.running
+            and screen.outcome is not None
+            and screen.outcome.measured is not None
+        )
         assert "Done" in text_of(screen, "#status"), text_of(screen, "#status")
         # spans arrived in batches while the run was still going
         assert any(count > 0 and going for count, going in arrivals), arrivals

@@ -455,3 +455,23 @@ def test_refine_collectives_keeps_a_scale_per_message_size() -> None:
         )
     other = Action("y", 0, "all_gather", group=(0, 1), bytes=4096)
     assert refined.collective_time(other) == pytest.approx(2.0 * MODEL.collective_formula(other))
+
+
+def test_a_synced_compute_ends_on_every_member_when_the_slowest_has() -> None:
+    """FSDP2's forward runs its all-gathers inside: no rank leaves it before the last.
+    With a rank slowed 3x, its peers wait for it there, not at some later collective."""
+    from dataclasses import replace
+
+    base = replace(MODEL, compute={"F": 1e-3, "B": 2e-3})
+    program = Program(2)
+    for rank in (0, 1):
+        program.add(Action(f"f@r{rank}", rank, "F", cost_key="F", group=(0, 1),
+                           args=(("synced", True),)))  # fmt: skip
+        program.add(Action(f"b@r{rank}", rank, "B", cost_key="B"))
+    for model in (base, replace(base, cores=1)):  # alone, and sharing one core
+        plain = simulate(program, model).by_action()
+        assert plain["f@r0"].end == plain["f@r1"].end
+        slowed = simulate(program, replace(model, slow=((1, 3.0),))).by_action()
+        assert slowed["f@r0"].end == slowed["f@r1"].end  # rank 0 waited inside F
+        assert slowed["f@r0"].end > plain["f@r0"].end
+        assert slowed["b@r0"].start == slowed["f@r1"].end

@@ -172,9 +172,13 @@ def plan_action(
     key = f"{kind}.{stage}" if u is None else f"{kind}.u{u}"
     if key == "opt.fsdp2" and t == 0:
         key = FIRST_FSDP2_ADAM  # DTensor's first calls: a cost of its own
+    # FSDP2's forward and backward gather and scatter unit by unit inside torch: every
+    # rank's ends when the slowest rank's does (runtime.simulate's `synced`).
+    synced = stage == "fsdp2" and kind in ("F", "B")
     return Action(
-        action_id, rank, kind, label, cost_key=key, series=stage, step=t, chunk=u, phase=stage
-    )
+        action_id, rank, kind, label, cost_key=key, series=stage, step=t, chunk=u, phase=stage,
+        **({"group": group, "args": (("synced", True),)} if synced else {}),
+    )  # fmt: skip
 
 
 def step_plan(stage: str, units: int) -> list[tuple[str, int | None, str, str]]:

@@ -1,0 +1,77 @@
+"""Compute sharing the CPU cores: the simulator's model of ranks that outnumber the cores.
+
+Part of runtime's pure part (DESIGN.md: the simulator), used by runtime.eventloop
+when the cost model states how many cores the ranks share (`cores`). Every
+computing rank progresses at the same rate (egalitarian processor sharing);
+the class below keeps that in O(log k) per event. Pure: stdlib only.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+from runtime.costmodel import CostModel
+
+# Compute jobs whose finish tags differ by less than this (relative) end together:
+# tags reached by different sums of the same durations can differ in the last
+# bits, and an extra event a few ulps later would only split one instant in two.
+_TIE = 1e-12
+
+
+class CoreSharing:
+    """Compute ops sharing the model's CPU cores (egalitarian processor sharing).
+
+    Every computing rank progresses at the same rate, CostModel.core_share(k)
+    = min(1, cores/k) while k of them compute. So rather than decrementing
+    each one's remaining work at every event, we keep one work clock
+    `work_done`, the integral of that rate over time: a compute of base length
+    w started when the clock read V ends when it reads V + w, its tag.
+    Computes therefore end in tag order (a heap), an event costs O(log k), and
+    computes with equal tags end at the same instant exactly.
+    """
+
+    def __init__(self, model: CostModel) -> None:
+        self.share = model.core_share
+        self.now = 0.0
+        self.work_done = 0.0
+        self.jobs: list[tuple[float, int, float]] = []  # (tag, rank, start)
+        self.rate = 1.0  # core_share(len(jobs)), kept as jobs come and go
+
+    def advance(self, t: float) -> None:
+        """Move the clock to `t`, crediting the computes in flight."""
+        if t > self.now:
+            if self.jobs:
+                self.work_done += self.rate * (t - self.now)
+            self.now = t
+
+    def start(self, rank: int, base: float, t: float) -> None:
+        self.advance(t)
+        heapq.heappush(self.jobs, (self.work_done + base, rank, t))
+        self.rate = self.share(len(self.jobs))
+
+    def next_end(self) -> float:
+        if not self.jobs:
+            return math.inf
+        left = self.jobs[0][0] - self.work_done
+        # An advance may land a rounding error short of (or past) a tag: that
+        # compute is due now, not a few ulps later as an event of its own.
+        if left <= _TIE * self.work_done:  # work_done >= 0
+            return self.now
+        return self.now + left / self.rate
+
+    def pop_ended(self) -> list[tuple[int, float]]:
+        """Advance to the next compute end; return (rank, start) of all ending then."""
+        end = self.next_end()
+        tag = self.jobs[0][0]
+        # Land exactly on the tag and time rather than on rate·dt sums, so the
+        # finishing jobs leave no residue that would need another event.
+        self.now = end
+        self.work_done = max(self.work_done, tag)
+        limit = self.work_done + _TIE * self.work_done
+        ended = []
+        while self.jobs and self.jobs[0][0] <= limit:
+            _, rank, start = heapq.heappop(self.jobs)
+            ended.append((rank, start))
+        self.rate = self.share(len(self.jobs))
+        return ended
