@@ -93,6 +93,7 @@ class CurveDoc(Struct, frozen=True):
     y_unit: Literal[UNITS] = "fraction"  # type: ignore[valid-type]
     log_x: bool = False
     x_unit: Literal[UNITS] = "s"  # type: ignore[valid-type]
+    es: Annotated[dict[Text, Text], Meta(max_length=64)] = {}
 
 
 Rate = Annotated[float, Meta(gt=0, le=1e30)]

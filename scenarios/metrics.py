@@ -19,7 +19,7 @@ Imports: stdlib only.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 # How a value is printed (playground.formatting): seconds, bytes, GB/s, a share of a
@@ -126,6 +126,12 @@ class Curve:
     y_unit: Unit = "fraction"
     log_x: bool = False
     x_unit: Unit = "s"  # how the marks' x is printed (a duration, or bytes: a bucket size)
+    # Its texts (title, axis labels, line and mark names) in Spanish, keyed by the English
+    # one: the app shows the learner's language (the HTML page is in English).
+    es: dict[str, str] = field(default_factory=dict)
+
+    def text(self, english: str, language: str) -> str:
+        return self.es.get(english, english) if language == "es" else english
 
     def to_dict(self) -> dict[str, Any]:
         return {k: _finite(v) for k, v in asdict(self).items()}

@@ -102,9 +102,11 @@ async def test_a_real_run_streams_spans_then_steps_through_the_narrative(
         # The controls mark the run done, then the screen shows its outcome: wait for both
         # (on a loaded machine the test could look in between).
         await wait_until(
-            lambda: not screen.running
-            and screen.outcome is not None
-            and screen.outcome.measured is not None
+            lambda: (
+                not screen.running
+                and screen.outcome is not None
+                and screen.outcome.measured is not None
+            )
         )
         assert "Done" in text_of(screen, "#status"), text_of(screen, "#status")
         # spans arrived in batches while the run was still going
@@ -333,6 +335,9 @@ async def test_curves_tab_draws_the_lessons_curves_or_says_there_are_none() -> N
         plots = list(screen.query("#curves CurvePlot").results(PlotextPlot))
         assert [p.curve.title for p in plots] == [c.title for c in screen.outcome.curves]
         assert plots and "Daly" in plots[0].curve.marks
+        # In the learner's language: the app is in Spanish here.
+        assert plots[0].language == "es"
+        assert plots[0].curve.text(plots[0].curve.title, "es").startswith("Cada cuánto guardar")
         app.pop_screen()
         await pilot.pause()
         screen = await open_lesson(pilot, "ring-allreduce")

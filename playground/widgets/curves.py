@@ -37,16 +37,21 @@ class CurvePlot(PlotextPlot):
 
     DEFAULT_CSS = f"CurvePlot {{ height: {PLOT_HEIGHT}; }}"
 
-    def __init__(self, curve: Curve) -> None:
+    def __init__(self, curve: Curve, language: str = "en") -> None:
         super().__init__()
         self.curve = curve
+        self.language = language
 
     def on_mount(self) -> None:
         curve, plt = self.curve, self.plt
+
+        def said(english: str) -> str:  # in the learner's language
+            return curve.text(english, self.language)
+
         percent = curve.y_unit == "fraction"
-        plt.title(curve.title)
-        plt.xlabel(curve.x_label)
-        plt.ylabel(curve.y_label + (" (%)" if percent else ""))
+        plt.title(said(curve.title))
+        plt.xlabel(said(curve.x_label))
+        plt.ylabel(said(curve.y_label) + (" (%)" if percent else ""))
         if curve.log_x:
             plt.xscale("log")
         top = 0.0
@@ -62,7 +67,7 @@ class CurvePlot(PlotextPlot):
                 plt.plot(
                     list(xs),
                     list(values),
-                    label=name,
+                    label=said(name),
                     color=LINE_COLORS[i % len(LINE_COLORS)],
                     marker="braille",
                 )
@@ -71,7 +76,7 @@ class CurvePlot(PlotextPlot):
                 color = MARK_COLORS[i % len(MARK_COLORS)]
                 plt.vline(value, color)
                 # Stacked from the top, as the HTML export labels its marks.
-                label = f"{name} = {x_text(value, curve.x_unit)}"
+                label = f"{said(name)} = {x_text(value, curve.x_unit)}"
                 plt.text(label, value, top * (0.95 - 0.12 * i), color=color)
 
 
@@ -84,4 +89,4 @@ class CurvesView(VerticalScroll):
         if not drawn:
             self.mount(Static(t("app.curves_none", language)))
             return
-        self.mount_all(CurvePlot(c) for c in drawn)
+        self.mount_all(CurvePlot(c, language) for c in drawn)

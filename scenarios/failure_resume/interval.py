@@ -26,7 +26,8 @@ and restarts.
 
 `study(save_cost, mtbf, restart_cost)` is the whole curve, typed (IntervalStudy);
 the lesson's metrics quote its optima (`interval_metrics`) and its `curves`
-hook hands it to the HTML export as a Curve (`overhead_curve`). It is seeded
+hook hands it to the app and the HTML export as a Curve (scenarios.failure_resume
+.curve). It is seeded
 and cached, so both see the same numbers and the second call costs nothing.
 
 Pure: stdlib, numpy and the lesson contract's metric types.
@@ -40,7 +41,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from scenarios.metrics import Curve, Metric
+from scenarios.metrics import Metric
 
 # Each simulated run does this many MTBFs of useful work (~200 failures at small C/M)…
 WORK_MTBFS = 200
@@ -316,31 +317,3 @@ def interval_metrics(study: IntervalStudy) -> list[Metric]:
     if study.capped:  # the Monte-Carlo bounded its work: say what it left out
         out.append(Metric("monte_carlo_capped", "text", study.capped))
     return out
-
-
-def overhead_curve(study: IntervalStudy, typed: dict[str, str]) -> Curve:
-    """The study as a figure: overhead versus τ (log axis), the Monte-Carlo and the
-    exact expectation, with Young's, Daly's and the simulated optimum as lines.
-    `typed`: the lesson's params as typed (`3h`), for the title."""
-    return Curve(
-        title="How often to checkpoint: overhead vs interval "
-        f"(M = {typed['mtbf']}, C = {typed['save_cost']}, R = {typed['restart_cost']})",
-        x_label="checkpoint interval τ (s, compute between saves)",
-        y_label="overhead of the useful work",
-        x=list(study.intervals),
-        lines={
-            "Monte-Carlo (exponential failures)": list(study.overhead_simulated),
-            "expected (exact, same model)": list(study.overhead_expected),
-        },
-        marks={
-            "Young √(2CM)": study.young,
-            "Daly": study.daly,
-            **(
-                {"simulated optimum": study.simulated_optimal_interval}
-                if study.simulated_optimal_interval is not None
-                else {}
-            ),
-        },
-        y_unit="fraction",
-        log_x=True,
-    )

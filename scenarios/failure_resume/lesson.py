@@ -250,10 +250,10 @@ def metrics(
 
 def curves(params: ResumeParams) -> list[Curve]:
     """Overhead versus checkpoint interval, the study the metrics quote (HTML export)."""
-    from scenarios.failure_resume import interval  # numpy: only when curves are asked for
+    from scenarios.failure_resume import curve, interval  # numpy: only when asked for
 
     study = interval.study(params.save_cost, params.mtbf, params.restart_cost)
-    return [interval.overhead_curve(study, params.typed())]
+    return [curve.overhead_curve(study, params.typed())]
 
 
 def tokens(params: ResumeParams) -> tuple[str, float]:

@@ -186,9 +186,9 @@ def goodput_curve(params: InferenceParams) -> Curve:
             result = served(planned, [it.end for it in planned.iterations], [0.0] * n)
             lines[m].append(rate * result.attainment(*slo))
     lines["offered"] = rates
+    slos = f"(TTFT ≤ {params.ttft_slo:g} s, TPOT ≤ {params.tpot_slo:g} s)"
     return Curve(
-        title=f"Goodput vs request rate (TTFT ≤ {params.ttft_slo:g} s, TPOT ≤ "
-        f"{params.tpot_slo:g} s)",
+        title=f"Goodput vs request rate {slos}",
         x_label="requests per second offered",
         y_label="requests per second within the SLO",
         x=rates,
@@ -197,4 +197,11 @@ def goodput_curve(params: InferenceParams) -> Curve:
         y_unit="number",
         log_x=True,
         x_unit="number",  # requests per second
+        es={
+            f"Goodput vs request rate {slos}": f"Goodput frente a tasa de peticiones {slos}",
+            "requests per second offered": "peticiones por segundo ofrecidas",
+            "requests per second within the SLO": "peticiones por segundo dentro del SLO",
+            "offered": "ofrecidas",
+            "rate": "tasa",
+        },
     )

@@ -170,6 +170,16 @@ def figures(
             y_unit="s",
             log_x=True,
             x_unit="bytes",
+            es={
+                f"{v.series}: step time vs bucket cap": f"{v.series}: paso frente a tope de bucket",
+                "bucket cap": "tope de bucket",
+                "step (s)": "paso (s)",
+                "overlapped": "solapado",
+                "all-reduce after backward": "all-reduce tras el backward",
+                "best": "mejor",
+                "one bucket": "un bucket",
+                "this run": "esta ejecución",
+            },
         )
     ]
     if run is not None and run.results:
@@ -187,6 +197,7 @@ def figures(
                 {},
                 y_unit="number",
                 x_unit="count",
+                es={"loss per step": "pérdida por paso", "step": "paso", "loss": "pérdida"},
             )  # fmt: skip
         )
     return metrics, curves

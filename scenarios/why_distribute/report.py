@@ -243,6 +243,14 @@ def ddp_scaling(params: WhyParams) -> Curve:
         marks={"fastest": best},
         y_unit="ratio",
         log_x=True,
+        es={
+            f"DDP speed-up on {params.gpu}": f"Aceleración de DDP en {params.gpu}",
+            "GPUs": "GPU",
+            "speed-up over one GPU": "aceleración sobre una GPU",
+            "predicted": "predicha",
+            "ideal": "ideal",
+            "fastest": "la más rápida",
+        },
     )
 
 
@@ -262,4 +270,12 @@ def time_vs_cost(params: WhyParams) -> Curve | None:
         marks={f"recommended: {plans.recommended.name}": plans.recommended.train_days},
         y_unit="number",
         log_x=True,
+        es={
+            f"Plans on {params.gpu}: cost against training time": f"Planes en {params.gpu}: "
+            "coste frente a tiempo de entrenamiento",
+            "training days": "días de entrenamiento",
+            "cost ($)": "coste ($)",
+            "cost": "coste",
+            f"recommended: {plans.recommended.name}": f"recomendado: {plans.recommended.name}",
+        },
     )
