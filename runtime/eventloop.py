@@ -120,6 +120,7 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
     launches: dict[tuple[int, int], dict[int, tuple[float, int]]] = defaultdict(dict)
     # Per SYNCED compute, each member's (start, end of its own compute).
     computed: dict[tuple[int, int], dict[int, tuple[float, float]]] = defaultdict(dict)
+    synced_seen: dict[tuple[int, int], int] = defaultdict(int)
 
     def finish(rank: int, start: float, end: float) -> None:
         i = pc[rank]
@@ -193,8 +194,8 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
         """A SYNCED compute of `rank` (begun then) is done at t: it ends when the
         group's last member's is."""
         gid = ops[rank][pc[rank]][2]
-        key = (-1 - gid, sequence[(rank, -1 - gid)])  # apart from the group's collectives
-        sequence[(rank, -1 - gid)] += 1
+        key = (gid, synced_seen[(rank, gid)])  # the rank's n-th synced compute in the group
+        synced_seen[(rank, gid)] += 1
         members = computed[key]
         members[rank] = (begun, t)
         if len(members) == len(groups[gid]):

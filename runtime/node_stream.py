@@ -1,7 +1,7 @@
 """Under torchrun with a metrics port: each node's ranks stream their records to its local rank 0.
 
-`playground run` has a parent that every rank streams to; torchrun has none,
-so for `python -m scenarios.torchrun --metrics-port` each node's local rank 0
+A local run has a parent that every rank streams to; torchrun has none, so
+when the torchrun entry is asked for a metrics port each node's local rank 0
 plays that part for its node: it keeps the node's live view (fed through
 `NodeSink.serve`, which the torchrun entry hands down) and its own records go
 there in-process; every other rank of the node sends its `records` messages

@@ -1,12 +1,12 @@
 """Prometheus: a live view of the workers (runtime.live_workers), served on 127.0.0.1.
 
 The one exposition of the per-rank figures, shared by every front end that
-serves them: `playground run --metrics-port` and the app (playground.metrics_server,
-where the parent aggregates its ranks) and `python -m scenarios.torchrun
---metrics-port` (each node's local rank 0 aggregates its node's ranks). It sits
-in runtime's pure part, beside the view it reads, because the torchrun entry in
-scenarios/ may not import playground/ (DESIGN.md's layers) and two copies of
-the series' names would drift apart. It knows no lesson.
+serves them: the CLI's and the app's metrics port (where the parent aggregates
+its ranks) and the torchrun entry's (each node's local rank 0 aggregates its
+node's ranks). Each hands it the live view to serve. It sits in runtime's pure
+part, beside the view it reads, because the torchrun entry may not import the
+UI's layer (DESIGN.md's layers) and two copies of the series' names would drift
+apart. It knows no lesson and no front end.
 
 Choices, and why:
 - A private registry and one Collector that reads the live view at each

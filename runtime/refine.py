@@ -1,9 +1,10 @@
 """The cost model after a run: what the ranks measured, folded back into the prediction.
 
 Where it sits (DESIGN.md): runtime's pure part, between a finished run and the
-prediction shown beside it (playground.session's `finish`, and a lesson's
-`prepare_model` through scenarios.base). Each function takes the CostModel the
-run was predicted with and returns it with one kind of figure as the run had it:
+prediction shown beside it (the caller hands it the Program, the measured and
+the predicted Timeline; a lesson's own measured costs come through `refine`).
+Each function takes the CostModel the run was predicted with and returns it with
+one kind of figure as the run had it:
 
 - `refine`: compute costs (and a point-to-point latency) the ranks measured
   themselves, the median across ranks;

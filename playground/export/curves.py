@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
+from playground.export.fragment import fragment
 from runtime.units import format_bytes, format_seconds
 from scenarios.metrics import Curve
 
@@ -114,11 +115,5 @@ def curves_html(outcome: Outcome) -> str:
     for curve in outcome.curves:
         figure = build_curve_figure(curve)
         if figure is not None:
-            parts.append(
-                figure.to_html(
-                    full_html=False,
-                    include_plotlyjs=False,
-                    config={"displaylogo": False, "responsive": True},
-                )
-            )
+            parts.append(fragment(figure))
     return "".join(parts)

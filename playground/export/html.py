@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from playground.export.curves import curves_html
+from playground.export.fragment import fragment
 from playground.export.lanes import lanes_html
 from playground.export.memory import memory_html
 from playground.export.timeline import build_figure
@@ -58,11 +59,7 @@ def write_html(outcome: Outcome, path: str | os.PathLike[str]) -> None:
 
 def render_html(outcome: Outcome) -> str:
     """The whole page as a string: header, figure (with plotly.js inline), metrics."""
-    figure_html = build_figure(outcome).to_html(
-        full_html=False,
-        include_plotlyjs=True,
-        config={"displaylogo": False, "responsive": True},
-    )
+    figure_html = fragment(build_figure(outcome), with_plotlyjs=True)
     title_en = outcome.lesson.title.get("en", outcome.lesson.name)
     return _PAGE.format(
         title=escape(f"{title_en} · playground"),

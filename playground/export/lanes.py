@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
+from playground.export.fragment import fragment
 from runtime.units import format_seconds
 from scenarios.metrics import Lanes
 
@@ -103,11 +104,5 @@ def lanes_html(outcome: Outcome) -> str:
     for lanes in outcome.lesson.lanes(outcome.params, outcome.predicted, outcome.measured):
         figure = build_lanes_figure(lanes)
         if figure is not None:
-            parts.append(
-                figure.to_html(
-                    full_html=False,
-                    include_plotlyjs=False,
-                    config={"displaylogo": False, "responsive": True},
-                )
-            )
+            parts.append(fragment(figure))
     return "".join(parts)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from playground.export.fragment import fragment
 from playground.memory_rows import memory_rows as rows_from_metrics
 from playground.palette import CATEGORY_COLORS, OTHER_COLOR
 from runtime.units import format_bytes
@@ -136,8 +137,4 @@ def memory_html(outcome: Outcome) -> str:
     figure = build_memory_figure(outcome)
     if figure is None:
         return ""
-    return figure.to_html(
-        full_html=False,
-        include_plotlyjs=False,
-        config={"displaylogo": False, "responsive": True},
-    )
+    return fragment(figure)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from playground.export.fragment import fragment
 from playground.workers_text import columns, rank_rows, straggler_sentence
 from runtime.stragglers import WorkersReport
 from runtime.units import format_seconds
@@ -129,9 +130,5 @@ def workers_html(outcome: Outcome) -> str:
     report = outcome.workers
     if report is None or not report.ranks or not report.windows:
         return ""
-    figure = build_workers_figure(report).to_html(
-        full_html=False,
-        include_plotlyjs=False,
-        config={"displaylogo": False, "responsive": True},
-    )
+    figure = fragment(build_workers_figure(report))
     return f'<section id="workers">{figure}{workers_table(report)}</section>'

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 
 from scenarios.inference.plan import Plan
 
@@ -40,12 +41,15 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 class Served:
     """Per request latencies and the run's totals."""
 
-    ttft: dict[int, float]
+    # Per request: (arrival, first token, last token), on the timeline's clock.
+    times: dict[int, tuple[float, float, float]]
     tpot: dict[int, float]
     tokens: int
     duration: float
-    # Per request: (arrival, first token, last token), on the timeline's clock.
-    times: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+
+    @cached_property
+    def ttft(self) -> dict[int, float]:
+        return {rid: first - arrived for rid, (arrived, first, _) in self.times.items()}
 
     def p(self, which: str, q: float) -> float | None:
         return percentile(list(getattr(self, which).values()), q)
@@ -87,7 +91,6 @@ def served(plan: Plan, token_time: Sequence[float], origin: Sequence[float]) -> 
                 first[rid] = last[rid] = t
             if piece.done:
                 last[rid] = t
-    ttft = {rid: first[rid] - arrived[rid] for rid in first}
     tpot = {
         rid: (last[rid] - first[rid]) / (requests[rid].output_len - 1)
         for rid in first
@@ -96,7 +99,7 @@ def served(plan: Plan, token_time: Sequence[float], origin: Sequence[float]) -> 
     start = min(origin, default=0.0)
     end = max(last.values(), default=start)
     times = {rid: (arrived[rid], first[rid], last[rid]) for rid in first}
-    return Served(ttft, tpot, tokens, end - start, times)
+    return Served(times, tpot, tokens, end - start)
 
 
 @dataclass(frozen=True)
