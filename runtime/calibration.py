@@ -2,11 +2,13 @@
 
 `playground calibrate` (and `playground run` on first use) launches the ranks
 with the `calibrate` job (runtime.calibration_rank): every rank runs the steps
-of a hand-made ring (all-gather) with chunks of several sizes, all ranks at
-once, so the fit includes what sharing the CPU cores costs at this world size. Then it times a reduction (a += b) with every rank
-doing it at once. The parent fits t = alpha + S·beta by least squares on the
-slowest rank's median per size; gamma = the slowest rank's median reduce time
-per byte.
+of a hand-made ring (two all-gathers: as many steps as an all-reduce) with
+chunks of several sizes, all ranks at once, so the fit includes what sharing the
+CPU cores costs at this world size. Then it times a reduction (a += b) with
+every rank doing it at once. The parent fits t = alpha + S·beta by least squares
+on the median per size of a step as the lesson times it (ring_step_time: first
+rank in to last rank out); gamma = the slowest rank's median reduce time per
+byte.
 
 The cache is one JSON file, keyed by host, backend, world size, torch version
 and the version of this method: a calibration is only valid where and how it
@@ -22,6 +24,7 @@ import os
 import socket
 import statistics
 import time
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -32,7 +35,7 @@ from runtime.costmodel import CostModel
 from runtime.files import write_text_atomic
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
-METHOD_VERSION = 8
+METHOD_VERSION = 10
 # What the ranks of a calibration run (runtime.calibration_rank).
 RANK_ENTRY = "runtime.calibration_rank:run_rank"
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
@@ -45,6 +48,8 @@ DISK_BYTES = 4 * 2**20
 # The all-reduce timed between computes (collective_scale): a ZeRO unit's gradients.
 BUSY_BYTES = 256 * 2**10
 BUSY_REPS = 12
+# The least collective_scale a calibration keeps (a guard against a degenerate fit).
+MIN_SCALE = 0.1
 # The MiniGPT timed under torch's FSDP2 and plain, for FSDP2's per-tensor overheads:
 # (layers, hidden, seq, vocab, sequences), the zero lesson's default model.
 SHARDED_SHAPE = (2, 32, 16, 64, 4)
@@ -125,10 +130,10 @@ def lookup(backend: str, world_size: int, *, nearest: bool = False) -> CostModel
 
 def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> CostModel:
     """Least-squares alpha, beta from the slowest rank per size; gamma from the reduce timing."""
-    points = []
-    for size in SIZES if world_size > 1 else ():
-        reps = zip(*(r["sendrecv"][str(size)] for r in rank_results), strict=True)
-        points.append((size, statistics.median(max(rep) for rep in reps)))
+    points = [
+        (size, ring_step_time(r["sendrecv"][str(size)] for r in rank_results))
+        for size in (SIZES if world_size > 1 else ())
+    ]
     alpha, beta = 1e-7, 1e-13  # the floors: one rank alone has no link (never used)
     if points:
         mean_s = statistics.fmean(s for s, _ in points)
@@ -166,6 +171,20 @@ def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> Co
             "world_size": world_size,
             "backend": backend,
         },
+    )
+
+
+def ring_step_time(per_rank: Iterable[list[list[float]]]) -> float:
+    """Seconds per ring step at one size: per repetition, from the first rank's start
+    to the last rank's end, over its steps (each rank's row: [start, end, steps]); the
+    median over repetitions. This is how the lesson times an iteration, so the ranks'
+    skew leaving the barrier and the jitter one late rank passes along the ring (each
+    step waits on the left neighbour's previous one) are in the figure, as in the run's.
+    """
+    reps = zip(*per_rank, strict=True)
+    return statistics.median(
+        (max(end for _, end, _ in rep) - min(start for start, _, _ in rep)) / rep[0][2]
+        for rep in reps
     )
 
 
@@ -224,10 +243,12 @@ def busy_scale(
     (runtime.calibration_rank._busy_all_reduce; `timing`: the hand-made ring's, or
     torch's own with "busy_builtin_all_reduce"): the median over ranks and repetitions
     of a rank's time (a span, as the lesson's spans are timed), over the ring all-reduce
-    formula; at least 1."""
+    formula. It can be below 1: the formula's alpha and beta are a step's as the lesson
+    times a whole ring (first rank in to last out, skew included: ring_step_time),
+    this is one rank's own span; at least MIN_SCALE."""
     samples = [t for r in rank_results for t in r.get(timing, [])]
     if not samples:
         return 1.0
     took = statistics.median(samples)
     formula = formulas.ring_all_reduce_time(world_size, BUSY_BYTES, alpha, beta, gamma)
-    return max(1.0, took / formula) if formula > 0 else 1.0
+    return max(MIN_SCALE, took / formula) if formula > 0 else 1.0

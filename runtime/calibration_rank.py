@@ -6,8 +6,8 @@ at the shapes the lessons use, an Adam step, and (rank 0) a checkpoint-sized
 fsync'ed write, all in CPU seconds with every rank busy at once.
 The ring steps are the very Actions and executor the hand-made ring uses
 (runtime.collectives + runtime.comm, receives pre-posted, the first one before
-the barrier that starts each repetition), run as an
-all-gather so no reduction mixes into the transfer time: what is fitted is
+the barrier that starts each repetition), run as two all-gathers (the steps of
+an all-reduce, but no reduction mixes into the transfer time): what is fitted is
 what a step of the lesson costs on this machine at this world size.
 
 Engine part: imports torch, only inside rank processes.
@@ -49,20 +49,28 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
     timings: dict[str, list[float]] = {}
     # One rank alone sends nothing: no link to time (runtime.calibration.fit says so).
     for size in SIZES if n > 1 else ():
-        # Each step moves one chunk of `size` bytes to the right neighbour.
+        # Each step moves one chunk of `size` bytes to the right neighbour; two
+        # all-gathers back to back make 2(n-1) steps, as many as the lesson's all-reduce.
         buffer = torch.ones(size // 4 * n, dtype=torch.float32)
-        steps = collectives.ring_all_gather(group, buffer.numel(), 4)[rank]
+        steps = [
+            *collectives.ring_all_gather(group, buffer.numel(), 4, prefix="a.")[rank],
+            *collectives.ring_all_gather(group, buffer.numel(), 4, prefix="b.")[rank],
+        ]
         # A barrier Action first, as in the lesson's iterations: the first step's
         # receive is posted before it (runtime.comm), and the clock starts after it.
         barrier = Action(id="barrier", rank=rank, kind="barrier", group=tuple(group))
-        samples: list[float] = []
+        samples: list[list[float]] = []
 
-        def timed(actions: list[Action], handler: Any, samples: list[float] = samples) -> None:
+        def timed(
+            actions: list[Action], handler: Any, samples: list[list[float]] = samples
+        ) -> None:
             handler(actions[0])
             start = time.perf_counter()
             for action in actions[1:]:
                 handler(action)
-            samples.append((time.perf_counter() - start) / (len(actions) - 1))
+            # Absolute times (one monotonic clock for every process of this machine):
+            # the fit spans the first rank's start to the last one's end, as the lesson.
+            samples.append([start, time.perf_counter(), len(actions) - 1])
 
         for _ in range(2):
             comm.run([barrier, *steps], buffer)
