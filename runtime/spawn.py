@@ -143,7 +143,7 @@ def warm_start(preload: Sequence[str] = ()) -> None:
     forkserver.ensure_running()
     if not _STARTED:
         _STARTED = True
-        atexit.register(_stop_server)
+        atexit.register(_stop_at_exit)
 
 
 _STARTED = False
@@ -163,6 +163,17 @@ def _stop_server() -> None:
 
     with contextlib.suppress(Exception):
         forkserver._forkserver._stop()  # the one way the stdlib offers to stop and reap it
+
+
+def _stop_at_exit() -> None:
+    """The fork server, then multiprocessing's resource tracker (the server held its
+    pipe open too), each stopped and reaped: left to exit on their own after this
+    process, they would linger as orphans until init reaps them."""
+    _stop_server()
+    from multiprocessing import resource_tracker
+
+    with contextlib.suppress(Exception):
+        resource_tracker._resource_tracker._stop()
 
 
 @contextlib.contextmanager

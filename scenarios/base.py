@@ -138,6 +138,12 @@ def parse_param_args(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+# torch builds an optimizer's parameter groups under torch._disable_dynamo, which
+# imports torch._dynamo at its first use: half a second of every rank's cold start,
+# paid once in the fork server instead by a lesson whose ranks build an optimizer.
+OPTIMIZER_MODULES = ("torch._dynamo",)
+
+
 @dataclass(frozen=True)
 class Hooks(Generic[P]):
     """What a lesson may add to the contract; the defaults do nothing special."""

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from runtime.compute import TYPICAL_CPU
 from runtime.costmodel import CostModel
 from runtime.faults import Fault
-from scenarios.base import Hooks, Lesson
+from scenarios.base import OPTIMIZER_MODULES, Hooks, Lesson
 from scenarios.mixed_precision import report, sweep
 from scenarios.mixed_precision.plan import IMPLEMENTATIONS, PRECISIONS, build, variants
 from scenarios.mixed_precision.results import MixedResult
@@ -161,6 +161,7 @@ HOOKS = Hooks(
     items=tokens,
     marks=report.marks,
     figures=sweep.figures,
+    preload=OPTIMIZER_MODULES,
 )
 LESSON = Lesson(
     "mixed-precision", 6, TEXTS, MixedParams, MixedResult, build, report.metrics, RANK_ENTRY, HOOKS

@@ -9,15 +9,16 @@ PipelineParams and this rank's Actions (grouped by their `series`, the schedule)
    computed by rank 0 alone and broadcast (every rank computing the same bits
    at once cost the shared cores a world size's worth of work), and kept by a
    warm rank for its next job with the same model and batch.
-3. Stage costs: all ranks at once time F, B and the split Bi and W of each of
-   their stages on one microbatch, in CPU seconds (median of a few
-   repetitions), so each cost is what one core does when the ranks share the
-   cores; the simulator adds the sharing itself. Then each pair of neighbours
-   ping-pongs an activation-sized message (its one-way time refines alpha).
+3. Stage costs: an untimed warm-up step of a schedule, every F, B and split Bi
+   and W timed in CPU seconds (the median per stage and kind), so each cost is
+   what one core does with the ranks sharing the cores as the schedule shares
+   them; the simulator adds the sharing itself. The step also warms the
+   allocator and every channel; a schedule whose costs an earlier one gave
+   (1F1B after GPipe) skips it. Then each pair of neighbours ping-pongs an
+   activation-sized message (its one-way time refines alpha).
 4. For each schedule, with fresh gradients: its Actions through
    scenarios.pipeline.executor, one Span each, Counters of activations held; then
    the largest difference between this rank's gradients and the reference's.
-   Each schedule first runs one untimed warm-up step (allocator, connections).
 
 Engine part: imports torch (rank processes only; the UI never imports this).
 """
@@ -25,9 +26,9 @@ Engine part: imports torch (rank processes only; the UI never imports this).
 from __future__ import annotations
 
 import functools
+import os
 import statistics
 import time
-from collections.abc import Callable
 from itertools import groupby
 
 import torch
@@ -45,74 +46,39 @@ from scenarios.pipeline.lesson import (
 )
 from scenarios.pipeline.schedules import cost_key
 
-CALIBRATION_REPS = 5
-
 
 @functools.lru_cache(maxsize=1)
 def reference_grads(cfg: GPTConfig, count: int, threads: int) -> torch.Tensor:
-    """The whole model's gradients on the whole batch of `count` sequences in one process,
-    flat in named_parameters order. Deterministic, so it is kept for a warm rank's next
-    job (runtime.pool) with the same model, batch and threads: the very same bits."""
+    """The whole model's gradients on the whole batch of `count` sequences in one process
+    on `threads` threads, flat in named_parameters order. Deterministic, so it is kept
+    for a warm rank's next job (runtime.pool) with the same model, batch and threads:
+    the very same bits."""
     inputs, targets = batch(cfg, count)
     model = MiniGPT(cfg)
-    model(inputs, targets).backward()
+    own = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        model(inputs, targets).backward()
+    finally:
+        torch.set_num_threads(own)
     return torch.cat([param.grad.reshape(-1) for _, param in model.named_parameters()])
 
 
 def shared_reference_grads(
     cfg: GPTConfig, count: int, model: MiniGPT, rank: int
 ) -> dict[str, torch.Tensor]:
-    """reference_grads, computed by rank 0 and broadcast; `model` gives the names and shapes."""
+    """reference_grads, computed by rank 0 and broadcast; `model` gives the names and shapes.
+    Rank 0 takes every core for it: the other ranks only wait in the broadcast (blocked,
+    not spinning), and this is the longest thing a cold run does before its clock."""
     named = list(model.named_parameters())
     if rank == 0:
-        flat = reference_grads(cfg, count, torch.get_num_threads()).clone()
+        threads = max(torch.get_num_threads(), os.cpu_count() or 1)
+        flat = reference_grads(cfg, count, threads).clone()
     else:
         flat = torch.empty(sum(param.numel() for _, param in named))
     dist.broadcast(flat, src=0)
     parts = flat.split([param.numel() for _, param in named])
     return {name: part.view_as(param) for (name, param), part in zip(named, parts, strict=True)}
-
-
-def stage_costs(
-    executor: PipelineExecutor,
-    stage: int,
-    stages: int,
-    *,
-    first: bool,
-    last: bool,
-    hidden: int,
-    clock: Callable[[], float] = time.perf_counter,
-) -> tuple[dict[str, float], int]:
-    """Seconds for F, B, Bi and W of one stage on microbatch 0 (median), by `clock`,
-    and the bytes one microbatch's forward keeps for backward on it."""
-    mb = 0
-    shape = (*executor.inputs[mb].shape, hidden)
-    samples: dict[str, list[float]] = {"F": [], "B": [], "Bi": [], "W": []}
-    held_bytes: list[int] = []  # what one microbatch's forward keeps for backward
-
-    def timed(kind: str, action: Action) -> None:
-        start = clock()
-        executor(action)
-        samples[kind].append(clock() - start)
-
-    for rep in range(CALIBRATION_REPS + 1):  # the first repetition warms up
-        for split in (False, True):
-            if not first:
-                executor.arrived[(stage, mb)] = torch.randn(shape)
-            common = dict(id="calibration", rank=0, stage=stage, microbatch=mb)
-            timed("F", Action(kind="F", args=(("split", split),), **common))
-            held_bytes.append(executor.held[(stage, mb)].bytes())
-            if not last:
-                executor.grad_arrived[(stage, mb)] = torch.randn(shape)
-            timed("Bi" if split else "B", Action(kind="B", args=(("split", split),), **common))
-            if split:
-                timed("W", Action(kind="W", args=(("split", True),), **common))
-            executor.outgoing.clear()
-        if rep == 0:
-            for values in samples.values():
-                values.clear()
-    costs = {cost_key(kind, stage, stages): statistics.median(v) for kind, v in samples.items()}
-    return costs, max(held_bytes)
 
 
 def p2p_seconds(ctx: RankContext[PipelineParams], nbytes: int, reps: int = 10) -> float | None:
@@ -196,44 +162,59 @@ def prepare(
     hidden: int,
     model: MiniGPT,
 ) -> tuple[dict[str, float], list[StageActivations], float | None]:
-    """Before the clock: the stage costs, the p2p latency, and an untimed step of each
-    schedule (the allocator reaches its peak footprint, every channel carries a message)."""
+    """Before the clock: an untimed step of each schedule that brings stage costs not
+    known yet, each F, B, Bi and W timed in CPU seconds (the stage costs: the median per
+    stage and kind) with the bytes each microbatch's forward keeps; then the p2p latency.
+    The same step brings the allocator to its peak footprint and has every channel carry
+    a message. A schedule whose costs an earlier one brought skips it: 1F1B after GPipe
+    runs the same stages, holds fewer activations and uses the same channels."""
     params = ctx.params
-    # Stage costs, all ranks at once, in CPU seconds: what each op costs a core when
-    # the ranks share the cores (caches trashed by the switches included).
-    costs: dict[str, float] = {}
-    activations: list[StageActivations] = []
-    for schedule, (executor, _) in runs.items():
-        virtual = params.shape(schedule).virtual_stages
-        for stage in executor.stages:
-            if cost_key("F", stage, virtual) in costs:
-                continue
-            sampler, executor.sample = executor.sample, None
-            stage_cost, held = stage_costs(
-                executor,
-                stage,
-                virtual,
-                first=stage == 0,
-                last=stage == virtual - 1,
-                hidden=hidden,
-                clock=time.process_time,
-            )
-            costs.update(stage_cost)
-            activations.append(StageActivations(stages=virtual, stage=stage, bytes=held))
-            executor.sample = sampler
-            executor.held.clear()
-    dist.barrier()
-    one_way_s = p2p_seconds(ctx, params.activation_bytes)
+    samples: dict[str, list[float]] = {}
+    held: dict[tuple[int, int], int] = {}  # (virtual stages, stage) -> bytes
     model.zero_grad(set_to_none=True)
-    for executor, actions in runs.values():
+    for schedule, (executor, actions) in runs.items():
+        virtual = params.shape(schedule).virtual_stages
+        keys = {_cost_kind(a, virtual) for a in actions} - {None}
+        if keys <= samples.keys():
+            continue
         sampler, executor.sample = executor.sample, None
         executor.prepost(actions)
         for action in actions:
+            kind = _cost_kind(action, virtual)
+            start = time.process_time()
             handle(executor, action)
+            if kind is not None:
+                samples.setdefault(kind, []).append(time.process_time() - start)
+            if action.kind == "F":
+                stage, mb = action.stage or 0, action.microbatch or 0
+                nbytes = executor.held[(stage, mb)].bytes()
+                held[(virtual, stage)] = max(held.get((virtual, stage), 0), nbytes)
         executor.finish()
         executor.sample = sampler
-    model.zero_grad(set_to_none=True)
+        for stage in executor.stages.values():
+            stage.zero_grad(set_to_none=True)
+    dist.barrier()
+    one_way_s = p2p_seconds(ctx, params.activation_bytes)
+    costs = {key: statistics.median(values) for key, values in samples.items()}
+    activations = [
+        StageActivations(stages=virtual, stage=stage, bytes=nbytes)
+        for (virtual, stage), nbytes in sorted(held.items())
+    ]
     return costs, activations, one_way_s
+
+
+def _cost_kind(action: Action, virtual: int) -> str | None:
+    """The stage-cost key an Action is timed under (runtime.costmodel): F, B, or a
+    split backward's Bi and W; None for what is not a stage's compute."""
+    if action.kind == "F":
+        kind = "F"
+    elif action.kind == "B":
+        kind = "Bi" if action.arg("split", False) else "B"
+    elif action.kind == "W":
+        kind = "W"
+    else:
+        return None
+    return cost_key(kind, action.stage or 0, virtual)
 
 
 def handle(executor: PipelineExecutor, action: Action) -> None:

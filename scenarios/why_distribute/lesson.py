@@ -28,7 +28,7 @@ from runtime import formulas
 from runtime.costmodel import CostModel
 from runtime.program import Program
 from runtime.trace import Timeline
-from scenarios.base import Hooks, Lesson, RankResult, RunData
+from scenarios.base import OPTIMIZER_MODULES, Hooks, Lesson, RankResult, RunData
 from scenarios.metrics import Curve, Metric
 from scenarios.params import (
     Mode,
@@ -183,5 +183,7 @@ def curves(params: WhyParams) -> list[Curve]:
 
 
 RANK_ENTRY = "scenarios.why_distribute.rank:run_rank"  # torch: never imported here
-HOOKS = Hooks(estimate, "F, B and Adam costs", curves=curves, preload=FSDP2_MODULES)
+HOOKS = Hooks(
+    estimate, "F, B and Adam costs", curves=curves, preload=(*FSDP2_MODULES, *OPTIMIZER_MODULES)
+)
 LESSON = Lesson("why-distribute", 0, TEXTS, WhyParams, WhyResult, build, metrics, RANK_ENTRY, HOOKS)

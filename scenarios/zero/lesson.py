@@ -39,7 +39,7 @@ from runtime.compute import TYPICAL_CPU
 from runtime.costmodel import CostModel
 from runtime.program import Action, Program, barriers
 from runtime.trace import Timeline, makespan
-from scenarios.base import Hooks, Lesson, RunData
+from scenarios.base import OPTIMIZER_MODULES, Hooks, Lesson, RunData
 from scenarios.metrics import Metric
 from scenarios.params import Mode, ParamError, Params, choice, choices, count, integer, size
 from scenarios.shape import FP32, GPTShape
@@ -298,5 +298,11 @@ def tokens(params: ZeroParams) -> tuple[str, float]:
 
 RANK_ENTRY = "scenarios.zero.rank:run_rank"  # what each rank runs (torch: never imported here)
 # At many ranks or layers `predict` lumps the ranks, alike, into one (scenarios.zero.lumped).
-HOOKS = Hooks(estimate, "unit costs", lump=lumped.lump, items=tokens, preload=FSDP2_MODULES)
+HOOKS = Hooks(
+    estimate,
+    "unit costs",
+    lump=lumped.lump,
+    items=tokens,
+    preload=(*FSDP2_MODULES, *OPTIMIZER_MODULES),
+)
 LESSON = Lesson("zero", 2, TEXTS, ZeroParams, ZeroResult, build, metrics, RANK_ENTRY, HOOKS)
