@@ -94,9 +94,9 @@ def refine_collectives(
     one instance disturbed by the machine does not move it. The steps of a collective
     the Program spells out itself (a ring's sendrecvs) get a scale `sendrecv`: the
     median over iterations of their measured extent over the predicted one. `mean`:
-    the mean over instances instead of their median, for a lesson whose thousands of
-    tiny collectives add up (their time on shared cores is heavy-tailed: the median
-    instance under-predicts their sum).
+    the mean over members and over instances instead of their medians, for a lesson
+    whose many collectives add up to its step (their time on shared cores is
+    heavy-tailed: the median instance under-predicts their sum).
     """
     forecast = predicted.by_action() if predicted is not None else {}
     spans = measured.by_action()
@@ -117,7 +117,11 @@ def refine_collectives(
         if len(members) != len(action.group or ()):
             continue  # not every member finished it (a failed attempt)
         formula = model.collective_formula(action)
-        took = statistics.median(span.end - span.start for _, span in members)
+        # Each member's span is the collective plus its wait for the last to arrive:
+        # their mean is what the last arrival adds to the mean rank (the critical path
+        # when all arrive together in the simulator); their median leaves part of it out.
+        average = statistics.fmean if mean else statistics.median
+        took = average(span.end - span.start for _, span in members)
         foreseen = [forecast[a.id] for a, _ in members if a.id in forecast]
         if len(foreseen) == len(members):
             own = model.collective_time(action)

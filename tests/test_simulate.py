@@ -336,6 +336,32 @@ def test_refine_collectives_scales_each_kind_by_the_runs_median_ratio() -> None:
     assert refine_collectives(model, program, Timeline()) is model  # nothing timed: unchanged
 
 
+def test_refine_collectives_by_mean_averages_members_and_instances() -> None:
+    """`mean`: each instance is its members' mean span (the early ones wait for the last
+    to arrive: their mean is what the last arrival costs the mean rank), and the scale
+    is the mean over instances; the median would drop the late arrivals' share."""
+    from runtime.costmodel import CostModel
+    from runtime.program import Action, Program
+    from runtime.refine import refine_collectives
+    from runtime.trace import Span, Timeline
+
+    model = CostModel("m", alpha=1e-3, beta=0.0, gamma=0.0)
+    group = (0, 1, 2)
+    program = Program(3)
+    spans = []
+    for step in range(2):
+        for rank, took in zip(group, (2e-3, 2e-3, 8e-3), strict=True):  # rank 2 waited
+            action = Action(
+                f"ar{step}@r{rank}", rank, "all_reduce", group=group, bytes=8, step=step
+            )
+            program.add(action)
+            spans.append(Span(rank, "all_reduce", "", step, step + took, action_id=action.id))
+    by_mean = refine_collectives(model, program, Timeline(spans), mean=True)
+    by_median = refine_collectives(model, program, Timeline(spans))
+    assert by_mean.collective_time(program.ranks[0][0]) == pytest.approx(4e-3)
+    assert by_median.collective_time(program.ranks[0][0]) == pytest.approx(2e-3)
+
+
 def test_refine_scales_a_spelled_out_ring_as_measured() -> None:
     """A ring measured 1.5× slower than predicted (its steps' gaps and the ranks' skew
     included) is predicted 1.5× slower after the run refines it."""
