@@ -26,6 +26,7 @@ Engine part: imports torch, only inside rank processes.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from typing import Any
@@ -120,9 +121,13 @@ def step(
     inputs: torch.Tensor,
     targets: torch.Tensor,
     clock: dict[str, tuple[int, int, int, int]] | None = None,
+    *,
+    count: bool = True,
 ) -> tuple[Any, dict[str, dict[str, int]]]:
-    """Forward and backward under loss_parallel; the loss, and the collectives counted
-    by CommDebugMode per direction and kind ("all_reduce", "all_gather", …). `clock`
+    """Forward and backward under loss_parallel; the loss, and (`count`) the collectives
+    counted by CommDebugMode per direction and kind ("all_reduce", "all_gather", …).
+    CommDebugMode is a dispatch mode that sees every op, so a timed step runs without
+    it (the counts of an untimed step of the same model and batch are the same). `clock`
     gets each direction's (wall start, wall end, CPU start, CPU end) in ns."""
     from torch.distributed.tensor.debug import CommDebugMode
     from torch.distributed.tensor.parallel import loss_parallel
@@ -136,13 +141,14 @@ def step(
 
     with loss_parallel():
         for direction, run in (("forward", forward), ("backward", lambda: loss.backward())):
-            mode = CommDebugMode()
+            mode = CommDebugMode() if count else contextlib.nullcontext()
             wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
             with mode:
                 run()
             if clock is not None:
                 clock[direction] = (wall, time.perf_counter_ns(), cpu, time.thread_time_ns())
-            counts[direction] = _by_kind(mode.get_comm_counts())
+            if isinstance(mode, CommDebugMode):
+                counts[direction] = _by_kind(mode.get_comm_counts())
     return loss, counts
 
 
