@@ -147,8 +147,8 @@ async def test_the_workers_tab_fills_in_while_a_run_goes() -> None:
         screen = await open_lesson(pilot, "zero")
         await pilot.press("w")
         form = screen.query_one("#form")
-        # Long enough for several 50 ms batches of records to arrive while it runs.
-        form.set_value("stage", "ddp,zero1,zero2,zero3")
+        # Long enough for many 50 ms batches of records to arrive while it runs: every
+        # stage, FSDP2's slow first step included, 5 steps each (about 2 s).
         form.set_value("steps", "5")
         await pilot.pause()
         await pilot.press("r")
