@@ -35,7 +35,7 @@ from runtime.costmodel import CostModel
 from runtime.files import write_text_atomic
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
-METHOD_VERSION = 10
+METHOD_VERSION = 11
 # What the ranks of a calibration run (runtime.calibration_rank).
 RANK_ENTRY = "runtime.calibration_rank:run_rank"
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
@@ -53,6 +53,9 @@ MIN_SCALE = 0.1
 # The MiniGPT timed under torch's FSDP2 and plain, for FSDP2's per-tensor overheads:
 # (layers, hidden, seq, vocab, sequences), the zero lesson's default model.
 SHARDED_SHAPE = (2, 32, 16, 64, 4)
+# (hidden, sequences, seq) of the MLP timed under torch's tensor parallelism, the
+# tensor-parallel lesson's default size: DTensor's dispatch per parallelized module.
+PARALLEL_SHAPE = (64, 4, 32)
 
 
 def cache_dir() -> Path:
@@ -201,6 +204,9 @@ def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
     b_overhead, b_rate = fit_rates(backward)
     disk = [r["disk_bytes_per_s"] for r in rank_results if r.get("disk_bytes_per_s")]
     sharded = sharded_overheads([r["sharded"] for r in rank_results if r.get("sharded")])
+    parallel = parallel_overheads(
+        [r["parallelized"] for r in rank_results if r.get("parallelized")]
+    )
     return ComputeRates(
         forward_flops_per_s=f_rate,
         backward_flops_per_s=b_rate,
@@ -209,7 +215,9 @@ def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
         adam_s_per_element=statistics.median(r["adam_s_per_element"] for r in rank_results),
         disk_bytes_per_s=disk[0] if disk else 5e8,
         **sharded,
-        source="MiniGPT blocks, Adam, FSDP2 and an fsync'ed write timed on this machine, "
+        **parallel,
+        source="MiniGPT blocks, Adam, FSDP2, tensor parallelism and an fsync'ed write timed "
+        "on this machine, "
         "every rank busy at once (CPU seconds)",
     )
 
@@ -229,6 +237,20 @@ def sharded_overheads(rows: list[list[float]]) -> dict[str, float]:
     }
     out["sharded_first_adam_s"] = max(statistics.median(row[7] for row in rows), 0.0) / tensors
     return out
+
+
+def parallel_overheads(rows: list[list[float]]) -> dict[str, float]:
+    """DTensor's seconds per parallelized module (ComputeRates.parallel_*): the median
+    over ranks of (forward, backward under tensor parallelism) minus the same shard as
+    plain Linears, over the MLP's two modules. Rows: [F, B parallel, F, B plain]; none
+    measured (one rank): the typical figures."""
+    if not rows:
+        return {}
+    names = ("parallel_forward_s", "parallel_backward_s")
+    return {
+        name: max(statistics.median(row[i] - row[2 + i] for row in rows), 0.0) / 2
+        for i, name in enumerate(names)
+    }
 
 
 def busy_scale(

@@ -2,8 +2,9 @@
 
 The `calibrate` job of runtime.worker; runtime.calibration fits the numbers.
 Then the compute half (runtime.compute): a MiniGPT block's forward and backward
-at the shapes the lessons use, an Adam step, and (rank 0) a checkpoint-sized
-fsync'ed write, all in CPU seconds with every rank busy at once.
+at the shapes the lessons use, an Adam step, FSDP2's and tensor parallelism's
+overheads, and (rank 0) a checkpoint-sized fsync'ed write, all in CPU seconds
+with every rank busy at once.
 The ring steps are the very Actions and executor the hand-made ring uses
 (runtime.collectives + runtime.comm, receives pre-posted, the first one before
 the barrier that starts each repetition), run as two all-gathers (the steps of
@@ -30,6 +31,7 @@ from runtime.calibration import (
     BUSY_BYTES,
     BUSY_REPS,
     DISK_BYTES,
+    PARALLEL_SHAPE,
     REDUCE_BYTES,
     REPS,
     SHARDED_SHAPE,
@@ -95,6 +97,7 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
         "adam_s_per_element": _adam(),
         "disk_bytes_per_s": _disk() if rank == 0 else None,
         "sharded": _sharded(rank),
+        "parallelized": _parallelized() if n > 1 else None,
     }
 
 
@@ -199,6 +202,48 @@ def _sharded(rank: int) -> list[float]:
             first_adam = first_step[2]
     # The first step's Adam beyond a later one's: DTensor's first calls in this process.
     return [float(len(list(MiniGPT(cfg).parameters()))), *out, first_adam - out[2]]
+
+
+def _parallelized() -> list[float]:
+    """[forward, backward under torch's tensor parallelism, forward, backward of the same
+    rank's shard as plain Linears]: CPU seconds of an MLP (Linear h->4h, GELU, Linear
+    4h->h) under ColwiseParallel + RowwiseParallel over every rank, against the local
+    compute it does; medians of REPS after a warm-up. The difference, over its two
+    modules, is DTensor's dispatch per parallelized module (ComputeRates.parallel_*)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
+
+    hidden, n = PARALLEL_SHAPE[0], dist.get_world_size()
+    x = torch.randn(*PARALLEL_SHAPE[1:], hidden)
+
+    def mlp(width: int) -> torch.nn.Module:
+        return torch.nn.Sequential(
+            torch.nn.Linear(hidden, width), torch.nn.GELU(), torch.nn.Linear(width, hidden)
+        )
+
+    tp = parallelize_module(
+        mlp(4 * hidden),
+        init_device_mesh("cpu", (n,)),
+        {"0": ColwiseParallel(), "2": RowwiseParallel()},
+    )
+    out: list[float] = []
+    for model in (tp, mlp(4 * hidden // n)):
+        forward, backward = [], []
+        for rep in range(REPS + 1):
+            dist.barrier()
+            start = time.process_time()
+            y = model(x)
+            middle = time.process_time()
+            y.sum().backward()
+            if rep:
+                forward.append(middle - start)
+                backward.append(time.process_time() - middle)
+        out += [statistics.median(forward), statistics.median(backward)]
+    return out
 
 
 def _adam() -> float:

@@ -43,6 +43,10 @@ class ComputeRates:
     # ... and the first Adam step of a process over DTensors: DTensor's first-call costs
     # (its sharding-propagation caches) and the optimizer's state allocated on the way.
     sharded_first_adam_s: float = 5e-3
+    # torch's tensor parallelism (DTensor), per parallelized module per step beyond its
+    # FLOPs and collectives: dispatch, sharding propagation, redistribution bookkeeping.
+    parallel_forward_s: float = 3e-4
+    parallel_backward_s: float = 3e-4
     peak_flops_per_s: float | None = None  # a datasheet's figure, when there is one
     achieved_fraction: float | None = None  # MFU assumed against that peak
     memory_bytes: float | None = None  # one device's memory (a datasheet's)
@@ -77,6 +81,11 @@ class ComputeRates:
             tensors * self.sharded_backward_s,
             tensors * self.sharded_adam_s,
         )
+
+    def parallel_seconds(self, modules: int) -> tuple[float, float]:
+        """(forward, backward) seconds torch's tensor parallelism adds for `modules`
+        parallelized modules, beyond their FLOPs and collectives."""
+        return modules * self.parallel_forward_s, modules * self.parallel_backward_s
 
     def write_seconds(self, nbytes: float) -> float:
         return nbytes / self.disk_bytes_per_s
@@ -132,8 +141,9 @@ def gpu(
     about 12 kernel launches forward and 24 backward; Adam streams 28 bytes per
     element (reads parameter, gradient and two moments, writes three) through HBM; a
     checkpoint is written to an NVMe disk at about 2 GB/s. FSDP2's bookkeeping per
-    parameter tensor is host-side dispatch, mostly hidden under the kernels it queues:
-    a few launches' worth (an assumption, not a measurement)."""
+    parameter tensor, and DTensor's per module torch's tensor parallelism parallelizes,
+    are host-side dispatch, mostly hidden under the kernels they queue: a few launches'
+    worth (an assumption, not a measurement)."""
     rate = peak_flops_per_s * achieved_fraction
     return ComputeRates(
         forward_flops_per_s=rate,
@@ -146,6 +156,8 @@ def gpu(
         sharded_backward_s=8 * launch_s,
         sharded_adam_s=2 * launch_s,
         sharded_first_adam_s=5e-3,  # host-side, once: as on a CPU
+        parallel_forward_s=4 * launch_s,
+        parallel_backward_s=8 * launch_s,
         peak_flops_per_s=peak_flops_per_s,
         achieved_fraction=achieved_fraction,
         memory_bytes=memory_bytes,

@@ -36,3 +36,16 @@ def test_busy_scale_is_measured_over_formula_and_may_be_below_one():
     floored = calibration.busy_scale(_busy([1e-9]), 4, alpha, beta, gamma)
     assert floored == calibration.MIN_SCALE
     assert calibration.busy_scale([{}], 4, alpha, beta, gamma) == 1.0
+
+
+def test_parallel_overheads_are_the_difference_per_module():
+    # Two ranks: [F, B under tensor parallelism, F, B of the same shard as plain Linears].
+    rows = [[5e-3, 7e-3, 1e-3, 2e-3], [6e-3, 9e-3, 1e-3, 2e-3]]
+    fitted = calibration.parallel_overheads(rows)
+    assert fitted["parallel_forward_s"] == pytest.approx((5.5e-3 - 1e-3) / 2)
+    assert fitted["parallel_backward_s"] == pytest.approx((8e-3 - 2e-3) / 2)
+    assert calibration.parallel_overheads([[1e-3, 1e-3, 2e-3, 2e-3]]) == {
+        "parallel_forward_s": 0.0,
+        "parallel_backward_s": 0.0,
+    }
+    assert calibration.parallel_overheads([]) == {}  # one rank: the typical figures

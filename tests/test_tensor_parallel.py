@@ -245,3 +245,25 @@ def test_cli_run_tp2_sp_on_json():
     assert get(metrics, "step_collectives.forward.reduce_scatter", "hand").value == 1 + 2 * 2
     assert get(metrics, "step_collectives.backward.all_reduce", "hand").value == 1
     assert get(metrics, "worst_grad_parameter", "hand").value is None  # nothing departs
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_torch_series_estimate_adds_dtensor_dispatch_per_parallelized_module(sp):
+    """Before a run, torch's forward and backward are the hand-made segments plus
+    DTensor's dispatch (ComputeRates.parallel_*) for each module its plan parallelizes:
+    4 per block and the embedding and head; under SP the LayerNorms and inputs too."""
+    from dataclasses import replace
+
+    from scenarios.tensor_parallel.costs import parallelized_modules
+
+    profile = get_profile("cpu-default")
+    params = TPParams(sp="on" if sp else "off")
+    modules = parallelized_modules(params.model.layers, sp)
+    assert modules == params.model.layers * (7 if sp else 4) + (4 if sp else 2)
+    rates = profile.rates
+    none = replace(profile, rates=replace(rates, parallel_forward_s=0.0, parallel_backward_s=0.0))
+    some = replace(profile, rates=replace(rates, parallel_forward_s=1e-3, parallel_backward_s=2e-3))
+    base, more = LESSON.prepare_model(params, none), LESSON.prepare_model(params, some)
+    assert more.compute["F.torch"] - base.compute["F.torch"] == pytest.approx(modules * 1e-3)
+    assert more.compute["B.torch"] - base.compute["B.torch"] == pytest.approx(modules * 2e-3)
+    assert more.compute["F.attn"] == base.compute["F.attn"]  # the hand-made step: unchanged

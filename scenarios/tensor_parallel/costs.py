@@ -10,7 +10,8 @@ calibrated here or a GPU profile's datasheet): a block's forward and backward
 split between attention (8h² + 4sh FLOPs per token of its 24h² + 4sh) and MLP
 (16h²), divided by t; after a run the measured CPU seconds replace them
 (runtime.refine.refine). torch's series is one forward and one backward:
-the sum of the same segments.
+the sum of the same segments, plus DTensor's dispatch for each module its plan
+parallelizes (runtime.compute.ComputeRates.parallel_seconds, calibrated).
 
 Pure: stdlib only.
 """
@@ -63,3 +64,11 @@ def cost_table(costs: dict[str, FB], keys: Iterable[str]) -> dict[str, float]:
         table[key] = seconds
     table["F.torch"], table["B.torch"] = totals["F"], totals["B"]
     return table
+
+
+def parallelized_modules(layers: int, sp: bool) -> int:
+    """How many modules torch's plan (scenarios.tensor_parallel.torch_tp.build) hands to
+    DTensor: per block q/k/v, the attention's projection and the MLP's two Linears (and
+    under SP the two LayerNorms and the attention's input), then the embedding and the
+    head (and under SP the first block's input and the head's LayerNorm)."""
+    return layers * (7 if sp else 4) + (4 if sp else 2)

@@ -187,6 +187,11 @@ def estimate(params: TPParams, model: CostModel) -> CostModel:
             table[f"{'F' if item.direction == FORWARD else 'B'}.torch"] += model.collective_time(
                 action
             )
+    dispatch = (model.rates or TYPICAL_CPU).parallel_seconds(
+        costs.parallelized_modules(shape.layers, params.sequence_parallel)
+    )
+    table["F.torch"] += dispatch[0]
+    table["B.torch"] += dispatch[1]
     return replace(model, compute={**model.compute, **table})
 
 
