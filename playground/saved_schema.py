@@ -113,6 +113,8 @@ class RatesDoc(Struct, frozen=True):
     sharded_backward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
     sharded_adam_s: Annotated[float, Meta(ge=0, le=1e3)] = 1.5e-4
     sharded_first_adam_s: Annotated[float, Meta(ge=0, le=1e3)] = 5e-3
+    parallel_forward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
+    parallel_backward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
     peak_flops_per_s: Rate | None = None
     achieved_fraction: Fraction | None = None
     memory_bytes: Annotated[float, Meta(ge=0, le=1e18)] | None = None
@@ -136,6 +138,9 @@ class ProfileDoc(Struct, frozen=True):
     ] = []
     flops_per_s: Annotated[float, Meta(ge=0, le=1e30)] | None = None
     rates: RatesDoc | None = None
+    collective_scale: Annotated[
+        dict[Text, Annotated[float, Meta(ge=0, le=1e6)]], Meta(max_length=100_000)
+    ] = {}
     source: Text = ""
 
 

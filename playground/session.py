@@ -33,7 +33,7 @@ from runtime.launch import LaunchResult, LaunchSpec, launch
 from runtime.pool import RankPool
 from runtime.profiles import PROFILES, get_profile
 from runtime.program import Program
-from runtime.refine import refine_collectives, refine_compute, refine_p2p
+from runtime.refine import refine_collectives, refine_compute, refine_p2p, replay_compute
 from runtime.rundirs import drop_checkpoints
 from runtime.simulate import simulate
 from runtime.spawn import warm_start
@@ -314,18 +314,20 @@ def finish(
         simulate(program, refined),
         mean=lesson.hooks.collectives_by_mean,
     )
+    replayed = refined
     if result.restarts is None or not result.restarts.failures:
         # After a restart the same Actions ran again, maybe on fewer ranks with more work
         # each: their spans are no measure of the Program's costs.
         refined = refine_compute(refined, program, measured, simulate(program, refined))
-    predicted = simulate(program, refined)
+        replayed = replay_compute(refined, program, measured)
+    predicted = simulate(program, replayed)
     run_data = RunData(measured, results, result.restarts)
     metrics = lesson.metrics(params, predicted, run_data)
     more, curves = lesson.figures(params, refined, run_data)
     return Outcome(
         lesson,
         params,
-        refined,
+        replayed,  # the model behind `predicted` (figures predict from `refined`)
         predicted,
         measured,
         [*metrics, *more],

@@ -433,6 +433,36 @@ def test_refine_compute_makes_the_simulated_spans_add_up_to_the_measured() -> No
     assert "compute as its spans measured" in refined.source
 
 
+def test_replay_compute_keeps_each_span_as_measured_without_sharing_the_cores_again() -> None:
+    """Four ranks on two cores whose forwards each took 10 ms on the wall, whether all
+    four computed or one did: shared again, the lone one would come out at half the
+    others; replayed (cores not shared), every span is the 10 ms it took."""
+    from dataclasses import replace
+
+    from runtime.refine import refine_compute, replay_compute
+    from runtime.trace import Span, Timeline
+
+    model = replace(MODEL, compute={"F": 1e-3}, cores=2)
+    program = Program(4)
+    for rank in range(4):
+        program.add(Action(f"f0@{rank}", rank, "F", cost_key="F", step=0))
+    program.add(Action("f1@0", 0, "F", cost_key="F", step=1))
+    ends = {"f0@0": 0.010, "f0@1": 0.010, "f0@2": 0.010, "f0@3": 0.010, "f1@0": 0.020}
+    measured = Timeline(
+        [Span(a.rank, "F", "", ends[a.id] - 0.010, ends[a.id], action_id=a.id)
+         for a in program.actions()]
+    )  # fmt: skip
+    shared = refine_compute(model, program, measured, simulate(program, model))
+    assert simulate(program, shared).by_action()["f1@0"].end < 0.018  # the lone F sped up
+    replayed = replay_compute(shared, program, measured)
+    assert replayed.cores is None and shared.cores == 2
+    spans = simulate(program, replayed).by_action()
+    assert spans["f1@0"].end == pytest.approx(0.020)
+    assert spans["f0@3"].end == pytest.approx(0.010)
+    slowed = replace(shared, slow=((1, 3.0),))
+    assert replay_compute(slowed, program, measured) is slowed  # CPU-second costs: kept
+
+
 def test_refine_p2p_times_messages_whose_receiver_waited_and_sends_hold_their_sender() -> None:
     from runtime.costmodel import SEND_ISSUE
     from runtime.refine import refine_p2p
