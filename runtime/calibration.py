@@ -132,7 +132,9 @@ def lookup(backend: str, world_size: int, *, nearest: bool = False) -> CostModel
 
 
 def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> CostModel:
-    """Least-squares alpha, beta from the slowest rank per size; gamma from the reduce timing."""
+    """Least-squares alpha, beta from a ring step per size as the lesson times it
+    (ring_step_time); gamma from the reduce timing; the busy collectives' scales and the
+    compute rates (fit_compute)."""
     points = [
         (size, ring_step_time(r["sendrecv"][str(size)] for r in rank_results))
         for size in (SIZES if world_size > 1 else ())

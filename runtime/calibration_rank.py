@@ -97,7 +97,8 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
         "adam_s_per_element": _adam(),
         "disk_bytes_per_s": _disk() if rank == 0 else None,
         "sharded": _sharded(rank),
-        "parallelized": _parallelized() if n > 1 else None,
+        # An MLP splits evenly only over a world size that divides its 4h columns.
+        "parallelized": _parallelized() if n > 1 and 4 * PARALLEL_SHAPE[0] % n == 0 else None,
     }
 
 

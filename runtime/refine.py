@@ -15,7 +15,7 @@ one kind of figure as the run had it:
 - `replay_compute`: the model the after-run timeline is simulated with, each
   compute cost its measured wall time and the cores not shared again.
 
-What is left of the error after all four is the simulator's: the order of the
+What is left of the error after these is the simulator's: the order of the
 actions, the waits and the overlap. Pure: stdlib only.
 """
 

@@ -134,7 +134,7 @@ def run_rank(ctx: RankContext[PipelineParams]) -> PipelineResult:
     if have.item():
         costs, activations, one_way_s = _PREPARED[key]
     else:
-        costs, activations, one_way_s = prepare(ctx, runs, cfg.hidden, model)
+        costs, activations, one_way_s = prepare(ctx, runs, model)
         _PREPARED.clear()  # one set of params kept: the last one run
         _PREPARED[key] = (costs, activations, one_way_s)
     dist.barrier()
@@ -159,7 +159,6 @@ _PREPARED: dict[tuple, tuple[dict[str, float], list[StageActivations], float | N
 def prepare(
     ctx: RankContext[PipelineParams],
     runs: dict[str, tuple[PipelineExecutor, list[Action]]],
-    hidden: int,
     model: MiniGPT,
 ) -> tuple[dict[str, float], list[StageActivations], float | None]:
     """Before the clock: an untimed step of each schedule that brings stage costs not
