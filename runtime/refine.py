@@ -281,6 +281,11 @@ def replay_compute(model: CostModel, program: Program, measured: Timeline) -> Co
     are CPU seconds: refine_compute)."""
     if model.slow or not model.cores:
         return model
-    unshared = replace(model, cores=None)
+    # Start from the costs at the share of a core every rank would have (ranks/cores
+    # times the CPU seconds), so what refine_compute still scales stays within its bounds.
+    factor = max(1.0, program.world_size / model.cores)
+    keys = {a.cost_key or a.kind for a in program.actions() if a.is_compute}
+    compute = {k: v * factor if k in keys else v for k, v in model.compute.items()}
+    unshared = replace(model, cores=None, compute=compute)
     replayed = refine_compute(unshared, program, measured, simulate(program, unshared))
     return replace(replayed, source=f"{replayed.source}; replayed on unshared cores")

@@ -463,6 +463,24 @@ def test_replay_compute_keeps_each_span_as_measured_without_sharing_the_cores_ag
     assert replay_compute(slowed, program, measured) is slowed  # CPU-second costs: kept
 
 
+def test_replay_compute_reaches_spans_far_beyond_the_cpu_seconds_of_many_ranks() -> None:
+    """Eight ranks on two cores: each forward took 5x its CPU seconds on the wall. The
+    replay starts from the share of a core each rank had (8/2), so refine's bounds
+    ([0.25, 4]) do not clip what the run measured."""
+    from dataclasses import replace
+
+    from runtime.refine import replay_compute
+    from runtime.trace import Span, Timeline
+
+    model = replace(MODEL, compute={"F": 1e-3}, cores=2)
+    program = Program(8)
+    for rank in range(8):
+        program.add(Action(f"f@{rank}", rank, "F", cost_key="F"))
+    measured = Timeline([Span(r, "F", "", 0.0, 5e-3, action_id=f"f@{r}") for r in range(8)])
+    spans = simulate(program, replay_compute(model, program, measured)).by_action()
+    assert spans["f@7"].end == pytest.approx(5e-3)
+
+
 def test_refine_p2p_times_messages_whose_receiver_waited_and_sends_hold_their_sender() -> None:
     from runtime.costmodel import SEND_ISSUE
     from runtime.refine import refine_p2p
