@@ -113,7 +113,10 @@ class CostModel:
     def compute_time(self, action: Action, sharing: float = 1.0) -> float:
         """Seconds for a compute action; `sharing` = ranks per core when oversubscribed."""
         key = action.cost_key or action.kind
-        if key in self.compute:
+        own = self.compute.get(series_key(action.series, key)) if action.series else None
+        if own is not None:  # one series' own cost, as a run replayed it
+            base = own * action.work
+        elif key in self.compute:
             base = self.compute[key] * action.work
         elif (family := key.split(".", 1)[0]) != key and family in self.compute:
             # A stage of a split model ("F.s3") costs its share of the full one.
@@ -206,6 +209,13 @@ def scale_key(action: Action) -> str:
     """Which `collective_scale` entry scales this collective: its kind for the hand-made
     ones (calibrated on the project's own ring), `builtin.<kind>` for torch's own."""
     return f"builtin.{action.kind}" if action.algorithm == "builtin" else action.kind
+
+
+def series_key(series: str, key: str) -> str:
+    """The compute-table entry of one series' own cost (`<series>:<key>`, e.g. a zero
+    stage's forward of a unit, as a run measured it: runtime.refine.replay_compute),
+    which CostModel.compute_time prefers to the key every series shares."""
+    return f"{series}:{key}"
 
 
 def sized_key(key: str, action: Action) -> str:

@@ -13,7 +13,8 @@ one kind of figure as the run had it:
 - `refine_compute`: each compute cost scaled so its simulated spans add up to
   the measured ones (the cores shared less ideally than the simulator assumes);
 - `replay_compute`: the model the after-run timeline is simulated with, each
-  compute cost its measured wall time and the cores not shared again.
+  compute cost its measured wall time (each series its own) and the cores not
+  shared again.
 
 What is left of the error after these is the simulator's: the order of the
 actions, the waits and the overlap. Pure: stdlib only.
@@ -26,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from runtime.costmodel import SEND_ISSUE, CostModel, scale_key, sized_key
+from runtime.costmodel import SEND_ISSUE, CostModel, scale_key, series_key, sized_key
 from runtime.program import Action, Program
 from runtime.simulate import simulate
 from runtime.trace import Timeline
@@ -277,8 +278,9 @@ def replay_compute(model: CostModel, program: Program, measured: Timeline) -> Co
     the run had; shared again, the pipeline's prediction after a run came out 6-13%
     short, replayed 0-2% (lessons whose ranks compute in step, zero's and
     failure-resume's, come out the same either way). The model with sharing stays the
-    one to predict other configurations from. A slowed run keeps its model (its costs
-    are CPU seconds: refine_compute)."""
+    one to predict other configurations from. Each series (a zero stage, a pipeline
+    schedule) gets its own costs on top (_own_series). A slowed run keeps its model
+    (its costs are CPU seconds: refine_compute)."""
     if model.slow or not model.cores:
         return model
     # Start from the costs at the share of a core every rank would have (ranks/cores
@@ -288,4 +290,34 @@ def replay_compute(model: CostModel, program: Program, measured: Timeline) -> Co
     compute = {k: v * factor if k in keys else v for k, v in model.compute.items()}
     unshared = replace(model, cores=None, compute=compute)
     replayed = refine_compute(unshared, program, measured, simulate(program, unshared))
+    replayed = _own_series(replayed, program, measured, simulate(program, replayed))
     return replace(replayed, source=f"{replayed.source}; replayed on unshared cores")
+
+
+def _own_series(
+    model: CostModel, program: Program, measured: Timeline, predicted: Timeline
+) -> CostModel:
+    """Each series' own compute costs (`<series>:<key>`, runtime.costmodel.series_key):
+    its spans' sum over its simulated ones, on top of the cost every series shares. The
+    series of one lesson repeat the same work (zero's stages, the pipeline's schedules),
+    but one of them can run 20-30% slower than the next on shared cores: replayed
+    together, that one's prediction would carry the others' costs."""
+    forecast = predicted.by_action()
+    spans = measured.by_action()
+    sums: dict[tuple[str, str], list[float]] = {}
+    for action in program.actions():
+        if not action.is_compute or not action.series:
+            continue
+        if action.id not in spans or action.id not in forecast:
+            continue
+        key = action.cost_key or action.kind
+        m, p = spans[action.id], forecast[action.id]
+        box = sums.setdefault((action.series, key), [0.0, 0.0])
+        box[0] += m.end - m.start
+        box[1] += p.end - p.start
+    own = {
+        series_key(series, key): model.compute[key] * min(4.0, max(0.25, took / planned))
+        for (series, key), (took, planned) in sums.items()
+        if key in model.compute and took > 0 and planned > 0
+    }
+    return replace(model, compute={**model.compute, **own}) if own else model

@@ -481,6 +481,28 @@ def test_replay_compute_reaches_spans_far_beyond_the_cpu_seconds_of_many_ranks()
     assert spans["f@7"].end == pytest.approx(5e-3)
 
 
+def test_replay_gives_each_series_its_own_cost_of_a_shared_key() -> None:
+    """Two series (zero's stages, say) run the same forward, one 30% slower on shared
+    cores: replayed, each series' prediction carries its own, not their average."""
+    from dataclasses import replace
+
+    from runtime.costmodel import series_key
+    from runtime.refine import replay_compute
+    from runtime.trace import Span, Timeline
+
+    model = replace(MODEL, compute={"F": 1e-3}, cores=1)
+    program = Program(1)
+    spans = []
+    for i, (series, took) in enumerate((("ddp", 10e-3), ("zero1", 13e-3))):
+        program.add(Action(f"f{i}", 0, "F", cost_key="F", series=series))
+        spans.append(Span(0, "F", "", i, i + took, action_id=f"f{i}", series=series))
+    replayed = replay_compute(model, program, Timeline(spans))
+    assert replayed.compute[series_key("ddp", "F")] == pytest.approx(10e-3)
+    assert replayed.compute[series_key("zero1", "F")] == pytest.approx(13e-3)
+    by_action = simulate(program, replayed).by_action()
+    assert by_action["f1"].end - by_action["f1"].start == pytest.approx(13e-3)
+
+
 def test_refine_p2p_times_messages_whose_receiver_waited_and_sends_hold_their_sender() -> None:
     from runtime.costmodel import SEND_ISSUE
     from runtime.refine import refine_p2p
