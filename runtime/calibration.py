@@ -35,7 +35,7 @@ from runtime.costmodel import CostModel
 from runtime.files import write_text_atomic
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
-METHOD_VERSION = 11
+METHOD_VERSION = 12
 # What the ranks of a calibration run (runtime.calibration_rank).
 RANK_ENTRY = "runtime.calibration_rank:run_rank"
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
@@ -44,6 +44,7 @@ REPS = 9
 # (hidden, tokens, seq) of the MiniGPT blocks timed for the compute rates: from the
 # smallest lesson shapes (all overhead) to the pipeline's (mostly FLOPs).
 BLOCK_SHAPES = ((32, 64, 16), (32, 512, 16), (64, 512, 64), (64, 2048, 64), (128, 2048, 64))
+BLOCK_REPS = 7  # per shape, after a warm-up: the median
 DISK_BYTES = 4 * 2**20
 # The all-reduce timed between computes (collective_scale): a ZeRO unit's gradients.
 BUSY_BYTES = 256 * 2**10

@@ -27,6 +27,7 @@ import torch.distributed as dist
 
 from runtime import collectives
 from runtime.calibration import (
+    BLOCK_REPS,
     BLOCK_SHAPES,
     BUSY_BYTES,
     BUSY_REPS,
@@ -141,17 +142,23 @@ def _cpu_seconds(fn: Any, reps: int = 5) -> float:
 
 
 def _blocks() -> list[list[float]]:
-    """[hidden, tokens, seq, forward s, backward s] of one block, per shape."""
+    """[hidden, tokens, seq, forward s, backward s] of one block, per shape. Every rank
+    times the same shape at the same time (a barrier before each): a rank timing alone
+    while the others are elsewhere shares no cache with them, and its CPU seconds came
+    out up to 30% fewer than a run's, from one calibration to the next."""
     out = []
     for hidden, tokens, seq in BLOCK_SHAPES:
         block = Block(GPTConfig(vocab=64, seq=seq, hidden=hidden, heads=4, layers=1))
         x = torch.randn(tokens // seq, seq, hidden, requires_grad=True)
-        forward = _cpu_seconds(lambda block=block, x=x: block(x))
+        dist.barrier()
+        forward = _cpu_seconds(lambda block=block, x=x: block(x), reps=BLOCK_REPS)
 
         def both(block: Any = block, x: torch.Tensor = x) -> None:
             block(x).sum().backward()
 
-        out.append([hidden, tokens, seq, forward, max(0.0, _cpu_seconds(both) - forward)])
+        dist.barrier()
+        backward = max(0.0, _cpu_seconds(both, reps=BLOCK_REPS) - forward)
+        out.append([hidden, tokens, seq, forward, backward])
     return out
 
 
