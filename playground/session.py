@@ -33,7 +33,8 @@ from runtime.launch import LaunchResult, LaunchSpec, launch
 from runtime.pool import RankPool
 from runtime.profiles import PROFILES, get_profile
 from runtime.program import Program
-from runtime.refine import refine_collectives, refine_compute, refine_p2p, replay_compute
+from runtime.refine import refine_collectives, refine_compute, refine_p2p
+from runtime.replay import replay_compute
 from runtime.rundirs import drop_checkpoints
 from runtime.simulate import simulate
 from runtime.spawn import warm_start

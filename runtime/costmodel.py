@@ -213,7 +213,7 @@ def scale_key(action: Action) -> str:
 
 def series_key(series: str, key: str) -> str:
     """The compute-table entry of one series' own cost (`<series>:<key>`, e.g. a zero
-    stage's forward of a unit, as a run measured it: runtime.refine.replay_compute),
+    stage's forward of a unit, as a run measured it: runtime.replay.replay_compute),
     which CostModel.compute_time prefers to the key every series shares."""
     return f"{series}:{key}"
 

@@ -11,13 +11,11 @@ one kind of figure as the run had it:
 - `refine_collectives`: each collective kind scaled as its instances took;
 - `refine_p2p`: the latency of a pipeline's messages and a send's issue time;
 - `refine_compute`: each compute cost scaled so its simulated spans add up to
-  the measured ones (the cores shared less ideally than the simulator assumes);
-- `replay_compute`: the model the after-run timeline is simulated with, each
-  compute cost its measured wall time (each series its own) and the cores not
-  shared again.
+  the measured ones (the cores shared less ideally than the simulator assumes).
 
 What is left of the error after these is the simulator's: the order of the
-actions, the waits and the overlap. Pure: stdlib only.
+actions, the waits and the overlap. The timeline drawn beside the run replays
+the refined model (runtime.replay). Pure: stdlib only.
 """
 
 from __future__ import annotations
@@ -27,9 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from runtime.costmodel import SEND_ISSUE, CostModel, scale_key, series_key, sized_key
+from runtime.costmodel import SEND_ISSUE, CostModel, scale_key, sized_key
 from runtime.program import Action, Program
-from runtime.simulate import simulate
 from runtime.trace import Timeline
 
 
@@ -264,60 +261,3 @@ def refine_p2p(model: CostModel, program: Program, measured: Timeline) -> CostMo
         source=f"{model.source}; p2p as its messages measured (latency {alpha * 1e6:.0f} µs, "
         f"a send's issue {issue * 1e6:.0f} µs)",
     )
-
-
-def replay_compute(model: CostModel, program: Program, measured: Timeline) -> CostModel:
-    """The model the prediction beside a finished run is simulated with: each compute
-    cost what its spans took on the wall, the cores no longer shared (`cores` None).
-
-    Processor sharing spreads the cores evenly over whoever computes at each moment;
-    the kernel does not. With four ranks on two cores a rank that computes on through
-    a pipeline's fill keeps its core while the ranks it wakes queue on the other: the
-    first stage's forwards took 12-15 ms alone and the same with all four computing,
-    where the fluid model says 10 then 20. The measured spans already hold the sharing
-    the run had; shared again, the pipeline's prediction after a run came out 6-13%
-    short, replayed 0-2% (lessons whose ranks compute in step, zero's and
-    failure-resume's, come out the same either way). The model with sharing stays the
-    one to predict other configurations from. Each series (a zero stage, a pipeline
-    schedule) gets its own costs on top (_own_series). A slowed run keeps its model
-    (its costs are CPU seconds: refine_compute)."""
-    if model.slow or not model.cores:
-        return model
-    # Start from the costs at the share of a core every rank would have (ranks/cores
-    # times the CPU seconds), so what refine_compute still scales stays within its bounds.
-    factor = max(1.0, program.world_size / model.cores)
-    keys = {a.cost_key or a.kind for a in program.actions() if a.is_compute}
-    compute = {k: v * factor if k in keys else v for k, v in model.compute.items()}
-    unshared = replace(model, cores=None, compute=compute)
-    replayed = refine_compute(unshared, program, measured, simulate(program, unshared))
-    replayed = _own_series(replayed, program, measured, simulate(program, replayed))
-    return replace(replayed, source=f"{replayed.source}; replayed on unshared cores")
-
-
-def _own_series(
-    model: CostModel, program: Program, measured: Timeline, predicted: Timeline
-) -> CostModel:
-    """Each series' own compute costs (`<series>:<key>`, runtime.costmodel.series_key):
-    its spans' sum over its simulated ones, on top of the cost every series shares. The
-    series of one lesson repeat the same work (zero's stages, the pipeline's schedules),
-    but one of them can run 20-30% slower than the next on shared cores: replayed
-    together, that one's prediction would carry the others' costs."""
-    forecast = predicted.by_action()
-    spans = measured.by_action()
-    sums: dict[tuple[str, str], list[float]] = {}
-    for action in program.actions():
-        if not action.is_compute or not action.series:
-            continue
-        if action.id not in spans or action.id not in forecast:
-            continue
-        key = action.cost_key or action.kind
-        m, p = spans[action.id], forecast[action.id]
-        box = sums.setdefault((action.series, key), [0.0, 0.0])
-        box[0] += m.end - m.start
-        box[1] += p.end - p.start
-    own = {
-        series_key(series, key): model.compute[key] * min(4.0, max(0.25, took / planned))
-        for (series, key), (took, planned) in sums.items()
-        if key in model.compute and took > 0 and planned > 0
-    }
-    return replace(model, compute={**model.compute, **own}) if own else model

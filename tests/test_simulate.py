@@ -439,7 +439,8 @@ def test_replay_compute_keeps_each_span_as_measured_without_sharing_the_cores_ag
     others; replayed (cores not shared), every span is the 10 ms it took."""
     from dataclasses import replace
 
-    from runtime.refine import refine_compute, replay_compute
+    from runtime.refine import refine_compute
+    from runtime.replay import replay_compute
     from runtime.trace import Span, Timeline
 
     model = replace(MODEL, compute={"F": 1e-3}, cores=2)
@@ -469,7 +470,7 @@ def test_replay_compute_reaches_spans_far_beyond_the_cpu_seconds_of_many_ranks()
     ([0.25, 4]) do not clip what the run measured."""
     from dataclasses import replace
 
-    from runtime.refine import replay_compute
+    from runtime.replay import replay_compute
     from runtime.trace import Span, Timeline
 
     model = replace(MODEL, compute={"F": 1e-3}, cores=2)
@@ -487,7 +488,7 @@ def test_replay_gives_each_series_its_own_cost_of_a_shared_key() -> None:
     from dataclasses import replace
 
     from runtime.costmodel import series_key
-    from runtime.refine import replay_compute
+    from runtime.replay import replay_compute
     from runtime.trace import Span, Timeline
 
     model = replace(MODEL, compute={"F": 1e-3}, cores=1)
