@@ -21,7 +21,7 @@ the refined model (runtime.replay). Pure: stdlib only.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -186,21 +186,10 @@ def refine_compute(
         # A rank slowed on purpose makes its peers wait, and inside torch's own compute
         # (FSDP2's forward runs its all-gathers) that wait would pass for compute.
         return model
-    forecast = predicted.by_action()
-    spans = measured.by_action()
-    sums: dict[str, list[float]] = {}
-    for action in program.actions():
-        if not action.is_compute or action.id not in spans or action.id not in forecast:
-            continue
-        key = action.cost_key or action.kind
-        m, p = spans[action.id], forecast[action.id]
-        box = sums.setdefault(key, [0.0, 0.0])
-        box[0] += m.end - m.start
-        box[1] += p.end - p.start
     scale = {
-        key: min(4.0, max(0.25, took / planned))
-        for key, (took, planned) in sums.items()
-        if key in model.compute and took > 0 and planned > 0
+        key: ratio
+        for key, ratio in compute_scales(program, measured, predicted, by_key).items()
+        if key in model.compute
     }
     if not scale:
         return model
@@ -210,6 +199,41 @@ def refine_compute(
         compute={**model.compute, **{k: model.compute[k] * v for k, v in scale.items()}},
         source=f"{model.source}; compute as its spans measured ({spread})",
     )
+
+
+def by_key(action: Action) -> str:
+    """The compute-table key an Action is costed by (runtime.costmodel.compute_time)."""
+    return action.cost_key or action.kind
+
+
+def compute_scales(
+    program: Program,
+    measured: Timeline,
+    predicted: Timeline,
+    group: Callable[[Action], Hashable | None],
+) -> dict[Hashable, float]:
+    """Per group of compute Actions (`group(action)`; None leaves one out): the sum of
+    their measured spans over the sum of their predicted ones (the sum is what a
+    makespan pays), bounded to [0.25, 4] so a run disturbed by the machine cannot throw
+    the model far. Groups with nothing timed are absent."""
+    forecast = predicted.by_action()
+    spans = measured.by_action()
+    sums: dict[Hashable, list[float]] = {}
+    for action in program.actions():
+        if not action.is_compute or action.id not in spans or action.id not in forecast:
+            continue
+        name = group(action)
+        if name is None:
+            continue
+        m, p = spans[action.id], forecast[action.id]
+        box = sums.setdefault(name, [0.0, 0.0])
+        box[0] += m.end - m.start
+        box[1] += p.end - p.start
+    return {
+        name: min(4.0, max(0.25, took / planned))
+        for name, (took, planned) in sums.items()
+        if took > 0 and planned > 0
+    }
 
 
 def refine_p2p(model: CostModel, program: Program, measured: Timeline) -> CostModel:

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from runtime.costmodel import CostModel, series_key
 from runtime.program import Program
-from runtime.refine import refine_compute
+from runtime.refine import by_key, compute_scales, refine_compute
 from runtime.simulate import simulate
 from runtime.trace import Timeline
 
@@ -41,7 +41,7 @@ def replay_compute(model: CostModel, program: Program, measured: Timeline) -> Co
     # Start from the costs at the share of a core every rank would have (ranks/cores
     # times the CPU seconds), so what refine_compute still scales stays within its bounds.
     factor = max(1.0, program.world_size / model.cores)
-    keys = {a.cost_key or a.kind for a in program.actions() if a.is_compute}
+    keys = {by_key(a) for a in program.actions() if a.is_compute}
     compute = {k: v * factor if k in keys else v for k, v in model.compute.items()}
     unshared = replace(model, cores=None, compute=compute)
     replayed = refine_compute(unshared, program, measured, simulate(program, unshared))
@@ -57,22 +57,15 @@ def _own_series(
     series of one lesson repeat the same work (zero's stages, the pipeline's schedules),
     but one of them can run 20-30% slower than the next on shared cores: replayed
     together, that one's prediction would carry the others' costs."""
-    forecast = predicted.by_action()
-    spans = measured.by_action()
-    sums: dict[tuple[str, str], list[float]] = {}
-    for action in program.actions():
-        if not action.is_compute or not action.series:
-            continue
-        if action.id not in spans or action.id not in forecast:
-            continue
-        key = action.cost_key or action.kind
-        m, p = spans[action.id], forecast[action.id]
-        box = sums.setdefault((action.series, key), [0.0, 0.0])
-        box[0] += m.end - m.start
-        box[1] += p.end - p.start
+    scales = compute_scales(
+        program,
+        measured,
+        predicted,
+        lambda action: (action.series, by_key(action)) if action.series else None,
+    )
     own = {
-        series_key(series, key): model.compute[key] * min(4.0, max(0.25, took / planned))
-        for (series, key), (took, planned) in sums.items()
-        if key in model.compute and took > 0 and planned > 0
+        series_key(series, key): model.compute[key] * ratio
+        for (series, key), ratio in scales.items()
+        if key in model.compute
     }
     return replace(model, compute={**model.compute, **own}) if own else model
