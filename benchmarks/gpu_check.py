@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runtime.compute import ComputeRates, fit_rates  # noqa: E402
+from runtime.compute import ComputeRates, block_flops, fit_block  # noqa: E402
 
 SHAPES = ((64, 2048, 64), (128, 2048, 64), (256, 4096, 64), (512, 4096, 128), (1024, 8192, 128))
 
@@ -89,19 +89,21 @@ def rates() -> ComputeRates:
         x = torch.randn(tokens // seq, seq, hidden, device="cuda", requires_grad=True)
         f = timed(lambda block=block, x=x: block(x), cuda=True)
         fb = timed(lambda block=block, x=x: block(x).sum().backward(), cuda=True)
-        flops = 2 * 12 * hidden * hidden * tokens + 4 * seq * hidden * tokens
-        forward.append((flops, f))
-        backward.append((2 * flops, max(fb - f, 1e-9)))
+        flops = block_flops(tokens, hidden, seq)
+        forward.append((flops, tokens * hidden, f))
+        backward.append((2 * flops, tokens * hidden, max(fb - f, 1e-9)))
     param = torch.nn.Parameter(torch.randn(2**24, device="cuda"))
     param.grad = torch.randn_like(param)
     adam = timed(torch.optim.Adam([param]).step, cuda=True) / param.numel()
-    (fo, fr), (bo, br) = fit_rates(forward), fit_rates(backward)
+    (fo, fr, fe), (bo, br, be) = fit_block(forward), fit_block(backward)
     props = torch.cuda.get_device_properties(0)
     return ComputeRates(
         forward_flops_per_s=fr,
         backward_flops_per_s=br,
         forward_overhead_s=fo,
         backward_overhead_s=bo,
+        forward_s_per_element=fe,
+        backward_s_per_element=be,
         adam_s_per_element=adam,
         memory_bytes=float(props.total_memory),
         source=f"measured by benchmarks/gpu_check.py on {props.name} on {time.strftime('%Y-%m-%d')}",

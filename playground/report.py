@@ -132,6 +132,8 @@ def report_calibration(model: CostModel, as_json: bool) -> None:
                 fr=f"{rates.forward_flops_per_s / 1e9:.1f}",
                 bo=format_seconds(rates.backward_overhead_s),
                 br=f"{rates.backward_flops_per_s / 1e9:.1f}",
+                fe=f"{rates.forward_s_per_element * 1e9:.1f}",
+                be=f"{rates.backward_s_per_element * 1e9:.1f}",
                 adam=f"{rates.adam_s_per_element * 1e9:.2f}",
                 disk=f"{rates.disk_bytes_per_s / 1e6:.0f}",
             )

@@ -115,6 +115,8 @@ class RatesDoc(Struct, frozen=True):
     sharded_first_adam_s: Annotated[float, Meta(ge=0, le=1e3)] = 5e-3
     parallel_forward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
     parallel_backward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
+    forward_s_per_element: Annotated[float, Meta(ge=0, le=1)] = 0.0
+    backward_s_per_element: Annotated[float, Meta(ge=0, le=1)] = 0.0
     peak_flops_per_s: Rate | None = None
     achieved_fraction: Fraction | None = None
     memory_bytes: Annotated[float, Meta(ge=0, le=1e18)] | None = None

@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from runtime import formulas
-from runtime.compute import ComputeRates, fit_rates
+from runtime.compute import ComputeRates, block_flops, fit_block
 from runtime.costmodel import CostModel
 from runtime.files import write_text_atomic
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
-METHOD_VERSION = 12
+METHOD_VERSION = 13
 # What the ranks of a calibration run (runtime.calibration_rank).
 RANK_ENTRY = "runtime.calibration_rank:run_rank"
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
@@ -44,7 +44,8 @@ REPS = 9
 # (hidden, tokens, seq) of the MiniGPT blocks timed for the compute rates: from the
 # smallest lesson shapes (all overhead) to the pipeline's (mostly FLOPs).
 BLOCK_SHAPES = ((32, 64, 16), (32, 512, 16), (64, 512, 64), (64, 2048, 64), (128, 2048, 64))
-BLOCK_REPS = 7  # per shape, after a warm-up: the median
+BLOCK_ROUNDS = 3  # per shape, after a warm-up round: the median of every forward, backward
+LIVE_GRAPHS = 4  # forwards whose activations are alive at once, then their backwards
 DISK_BYTES = 4 * 2**20
 # The all-reduce timed between computes (collective_scale): a ZeRO unit's gradients.
 BUSY_BYTES = 256 * 2**10
@@ -196,15 +197,16 @@ def ring_step_time(per_rank: Iterable[list[list[float]]]) -> float:
 
 def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
     """The compute rates from every rank's block timings (median over ranks per shape):
-    t = overhead + flops / rate, forward and backward fitted apart."""
+    t = overhead + flops / rate + elements · per_element (runtime.compute.fit_block),
+    forward and backward fitted apart."""
     forward, backward = [], []
     for i, (hidden, tokens, seq) in enumerate(BLOCK_SHAPES):
         rows = [r["blocks"][i] for r in rank_results]
-        flops = 2 * 12 * hidden * hidden * tokens + 4 * seq * hidden * tokens
-        forward.append((flops, statistics.median(row[3] for row in rows)))
-        backward.append((2 * flops, statistics.median(row[4] for row in rows)))
-    f_overhead, f_rate = fit_rates(forward)
-    b_overhead, b_rate = fit_rates(backward)
+        flops, elements = block_flops(tokens, hidden, seq), tokens * hidden
+        forward.append((flops, elements, statistics.median(row[3] for row in rows)))
+        backward.append((2 * flops, elements, statistics.median(row[4] for row in rows)))
+    f_overhead, f_rate, f_element = fit_block(forward)
+    b_overhead, b_rate, b_element = fit_block(backward)
     disk = [r["disk_bytes_per_s"] for r in rank_results if r.get("disk_bytes_per_s")]
     sharded = sharded_overheads([r["sharded"] for r in rank_results if r.get("sharded")])
     parallel = parallel_overheads(
@@ -215,6 +217,8 @@ def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
         backward_flops_per_s=b_rate,
         forward_overhead_s=f_overhead,
         backward_overhead_s=b_overhead,
+        forward_s_per_element=f_element,
+        backward_s_per_element=b_element,
         adam_s_per_element=statistics.median(r["adam_s_per_element"] for r in rank_results),
         disk_bytes_per_s=disk[0] if disk else 5e8,
         **sharded,

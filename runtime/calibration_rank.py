@@ -27,11 +27,12 @@ import torch.distributed as dist
 
 from runtime import collectives
 from runtime.calibration import (
-    BLOCK_REPS,
+    BLOCK_ROUNDS,
     BLOCK_SHAPES,
     BUSY_BYTES,
     BUSY_REPS,
     DISK_BYTES,
+    LIVE_GRAPHS,
     PARALLEL_SHAPE,
     REDUCE_BYTES,
     REPS,
@@ -142,23 +143,39 @@ def _cpu_seconds(fn: Any, reps: int = 5) -> float:
 
 
 def _blocks() -> list[list[float]]:
-    """[hidden, tokens, seq, forward s, backward s] of one block, per shape. Every rank
-    times the same shape at the same time (a barrier before each): a rank timing alone
-    while the others are elsewhere shares no cache with them, and its CPU seconds came
-    out up to 30% fewer than a run's, from one calibration to the next."""
+    """[hidden, tokens, seq, forward s, backward s] of one block, per shape, timed as a
+    training step runs it: each forward on a new input, its activations kept until its
+    backward, LIVE_GRAPHS of them alive at once (as a pipeline stage holds its
+    microbatches'). A forward on the same input with nothing else alive, timed again and
+    again, stays in the cache and measured up to a third fewer CPU seconds than a
+    lesson's. Every rank times the same shape at the same time (a barrier before each):
+    a rank timing alone while the others are elsewhere shares no cache with them, and
+    its CPU seconds came out up to 30% fewer than a run's, from one calibration to the
+    next."""
     out = []
     for hidden, tokens, seq in BLOCK_SHAPES:
         block = Block(GPTConfig(vocab=64, seq=seq, hidden=hidden, heads=4, layers=1))
-        x = torch.randn(tokens // seq, seq, hidden, requires_grad=True)
+        forward: list[float] = []
+        backward: list[float] = []
         dist.barrier()
-        forward = _cpu_seconds(lambda block=block, x=x: block(x), reps=BLOCK_REPS)
-
-        def both(block: Any = block, x: torch.Tensor = x) -> None:
-            block(x).sum().backward()
-
-        dist.barrier()
-        backward = max(0.0, _cpu_seconds(both, reps=BLOCK_REPS) - forward)
-        out.append([hidden, tokens, seq, forward, backward])
+        for rep in range(BLOCK_ROUNDS + 1):  # the first round warms up
+            inputs = [
+                torch.randn(tokens // seq, seq, hidden, requires_grad=True)
+                for _ in range(LIVE_GRAPHS)
+            ]
+            outputs = []
+            for x in inputs:
+                start = time.process_time()
+                outputs.append(block(x).sum())
+                forward.append(time.process_time() - start)
+            for y in outputs:
+                start = time.process_time()
+                y.backward()
+                backward.append(time.process_time() - start)
+            if rep == 0:
+                forward.clear()
+                backward.clear()
+        out.append([hidden, tokens, seq, statistics.median(forward), statistics.median(backward)])
     return out
 
 

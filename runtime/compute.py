@@ -47,6 +47,12 @@ class ComputeRates:
     # FLOPs and collectives: dispatch, sharding propagation, redistribution bookkeeping.
     parallel_forward_s: float = 3e-4
     parallel_backward_s: float = 3e-4
+    # Per activation element (token × hidden) of a block, beyond its matmuls: the
+    # LayerNorms, GELU, softmax and residual adds, which stream memory rather than
+    # multiply. Small blocks (hidden 64) spend a third of their time there on a CPU; a
+    # datasheet profile leaves it in its achieved fraction (0).
+    forward_s_per_element: float = 0.0
+    backward_s_per_element: float = 0.0
     peak_flops_per_s: float | None = None  # a datasheet's figure, when there is one
     achieved_fraction: float | None = None  # MFU assumed against that peak
     memory_bytes: float | None = None  # one device's memory (a datasheet's)
@@ -54,20 +60,30 @@ class ComputeRates:
 
     def block_seconds(self, tokens: int, hidden: int, seq: int) -> tuple[float, float]:
         """(forward, backward) of one pre-norm Transformer block on `tokens` tokens:
-        2·12·h² FLOPs per token in its matmuls, 4·s·h in attention."""
-        flops = 2 * 12 * hidden * hidden * tokens + 4 * seq * hidden * tokens
+        2·12·h² FLOPs per token in its matmuls, 4·s·h in attention, and its tokens·h
+        activation elements through the elementwise operators."""
+        flops = block_flops(tokens, hidden, seq)
+        elements = tokens * hidden
         return (
-            self.forward_overhead_s + flops / self.forward_flops_per_s,
-            self.backward_overhead_s + 2 * flops / self.backward_flops_per_s,
+            self.forward_overhead_s
+            + flops / self.forward_flops_per_s
+            + elements * self.forward_s_per_element,
+            self.backward_overhead_s
+            + 2 * flops / self.backward_flops_per_s
+            + elements * self.backward_s_per_element,
         )
 
     def linear_seconds(self, tokens: int, fan_in: int, fan_out: int) -> tuple[float, float]:
         """(forward, backward) of one linear map (an embedding lookup or the head);
-        charged a third of a block's operator overhead."""
+        charged a third of a block's operator overhead and of its elementwise work per
+        output element."""
         flops = 2 * fan_in * fan_out * tokens
+        elements = tokens * fan_out
         return (
-            self.forward_overhead_s / 3 + flops / self.forward_flops_per_s,
-            self.backward_overhead_s / 3 + 2 * flops / self.backward_flops_per_s,
+            (self.forward_overhead_s + elements * self.forward_s_per_element) / 3
+            + flops / self.forward_flops_per_s,
+            (self.backward_overhead_s + elements * self.backward_s_per_element) / 3
+            + 2 * flops / self.backward_flops_per_s,
         )
 
     def adam_seconds(self, elements: float) -> float:
@@ -96,6 +112,62 @@ class ComputeRates:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ComputeRates:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def block_flops(tokens: int, hidden: int, seq: int) -> int:
+    """A pre-norm Transformer block's forward FLOPs: its matmuls, 2·12·h² per token,
+    and attention's, 4·s·h per token (runtime.models.Block)."""
+    return 2 * 12 * hidden * hidden * tokens + 4 * seq * hidden * tokens
+
+
+def fit_block(samples: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    """t = overhead + flops / rate + elements · per_element over (flops, elements,
+    seconds) samples: (overhead_s, flops_per_s, s_per_element).
+
+    FLOPs alone do not fit a block on a CPU: at hidden 64 a third of its time goes to
+    operators that stream its activations (LayerNorm, GELU, softmax), which scale with
+    tokens·h, not h². Fitted to FLOPs only, the calibration's shapes put the pipeline's
+    default block 24% under its measured time and the widest 28% over it; with the
+    elements, every shape within about 6%. Least squares of the relative error, as
+    `fit_rates`; when a coefficient would come out negative (too few or too noisy
+    samples), the FLOPs-only fit."""
+    weights = [1.0 / (t * t) for _, _, t in samples]
+    rows = [(1.0, flops, elements) for flops, elements, _ in samples]
+    # Normal equations (A^T W A) c = A^T W t, three unknowns.
+    normal = [
+        [sum(w * r[i] * r[j] for w, r in zip(weights, rows, strict=True)) for j in range(3)]
+        for i in range(3)
+    ]
+    right = [
+        sum(w * r[i] * t for w, r, (_, _, t) in zip(weights, rows, samples, strict=True))
+        for i in range(3)
+    ]
+    solved = _solve3(normal, right)
+    if solved is not None and all(c >= 0 for c in solved) and solved[1] > 0:
+        overhead, seconds_per_flop, per_element = solved
+        return overhead, 1.0 / seconds_per_flop, per_element
+    overhead, rate = fit_rates([(flops, t) for flops, _, t in samples])
+    return overhead, rate, 0.0
+
+
+def _solve3(a: list[list[float]], b: list[float]) -> list[float] | None:
+    """x with a·x = b for a 3×3 system (Gaussian elimination, partial pivoting); None
+    when it is singular. The columns are scaled first: FLOPs and elements differ by
+    orders of magnitude."""
+    scale = [max(abs(a[i][j]) for i in range(3)) or 1.0 for j in range(3)]
+    m = [[a[i][j] / scale[j] for j in range(3)] + [b[i]] for i in range(3)]
+    for col in range(3):
+        pivot = max(range(col, 3), key=lambda r: abs(m[r][col]))
+        if abs(m[pivot][col]) < 1e-12 * max(abs(v) for row in m for v in row[:3]):
+            return None
+        m[col], m[pivot] = m[pivot], m[col]
+        for r in range(col + 1, 3):
+            f = m[r][col] / m[col][col]
+            m[r] = [v - f * p for v, p in zip(m[r], m[col], strict=True)]
+    x = [0.0, 0.0, 0.0]
+    for r in (2, 1, 0):
+        x[r] = (m[r][3] - sum(m[r][c] * x[c] for c in range(r + 1, 3))) / m[r][r]
+    return [x[j] / scale[j] for j in range(3)]
 
 
 def fit_rates(samples: list[tuple[float, float]]) -> tuple[float, float]:

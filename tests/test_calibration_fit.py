@@ -1,11 +1,14 @@
 """runtime.calibration's fit, on figures made up here (no ranks): a ring step is timed
-as the lesson times an iteration, and a busy collective may beat the formula."""
+as the lesson times an iteration, a busy collective may beat the formula, and a
+block's time is fitted to its FLOPs and its activation elements apart."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from runtime import calibration, formulas
+from runtime import calibration, compute, formulas
 
 
 def test_ring_step_spans_first_rank_in_to_last_rank_out():
@@ -49,3 +52,44 @@ def test_parallel_overheads_are_the_difference_per_module():
         "parallel_backward_s": 0.0,
     }
     assert calibration.parallel_overheads([]) == {}  # one rank: the typical figures
+
+
+def _block_samples(overhead: float, rate: float, per_element: float) -> list[tuple]:
+    out = []
+    for hidden, tokens, seq in calibration.BLOCK_SHAPES:
+        flops, elements = compute.block_flops(tokens, hidden, seq), tokens * hidden
+        out.append((flops, elements, overhead + flops / rate + elements * per_element))
+    return out
+
+
+def test_block_fit_recovers_flops_and_elementwise_apart():
+    # A CPU-like block: matmuls near peak, a third of a hidden-64 block elementwise.
+    overhead, rate, per_element = compute.fit_block(_block_samples(3e-4, 170e9, 35e-9))
+    assert overhead == pytest.approx(3e-4, rel=1e-6)
+    assert rate == pytest.approx(170e9, rel=1e-6)
+    assert per_element == pytest.approx(35e-9, rel=1e-6)
+    # Then a block costs the three terms (ComputeRates.block_seconds).
+    rates = replace(compute.TYPICAL_CPU, forward_overhead_s=overhead, forward_flops_per_s=rate)
+    rates = replace(rates, forward_s_per_element=per_element)
+    forward, _ = rates.block_seconds(2048, 64, 64)
+    assert forward == pytest.approx(
+        3e-4 + compute.block_flops(2048, 64, 64) / 170e9 + 2048 * 64 * 35e-9
+    )
+
+
+def test_block_fit_falls_back_to_flops_only_rather_than_a_negative_term():
+    # Times that fall with the elements (noise, or a machine that got faster midway)
+    # would fit a negative per-element cost: the FLOPs-only fit instead.
+    skewed = _block_samples(3e-4, 50e9, -2e-9)
+    assert all(t > 0 for _, _, t in skewed)
+    overhead, rate, per_element = compute.fit_block(skewed)
+    assert per_element == 0.0
+    assert (overhead, rate) == compute.fit_rates([(f, t) for f, _, t in skewed])
+    assert overhead >= 0 and rate > 0
+
+
+def test_block_fit_of_flops_only_samples_has_no_elementwise_term():
+    overhead, rate, per_element = compute.fit_block(_block_samples(4e-4, 40e9, 0.0))
+    assert per_element == pytest.approx(0.0, abs=1e-15)
+    assert rate == pytest.approx(40e9, rel=1e-6)
+    assert overhead == pytest.approx(4e-4, rel=1e-6)
