@@ -215,8 +215,8 @@ def step_plan(stage: str, units: int) -> list[tuple[str, int | None, str, str]]:
 def estimate(params: ZeroParams, model: CostModel) -> CostModel:
     """Compute costs before a run has timed them, from the compute rates (runtime.compute:
     calibrated on this machine, or a datasheet's): a unit's forward is its operators'
-    overhead plus 2·elements·tokens FLOPs (+ attention in a block), its backward twice
-    the FLOPs; Adam per element each rank updates. Elements follow Ψ, so a 7B model
+    overhead plus 2·elements·tokens FLOPs (+ attention in a block) plus its activations
+    through the elementwise operators, its backward twice the FLOPs; Adam per element each rank updates. Elements follow Ψ, so a 7B model
     costs a 7B model's FLOPs whatever the shape knobs."""
     rates = model.rates or TYPICAL_CPU
     shape = params.model
@@ -227,9 +227,19 @@ def estimate(params: ZeroParams, model: CostModel) -> CostModel:
         blocks = 1 if 0 < u < len(numels) - 1 else (shape.layers if len(numels) == 1 else 0)
         flops = 2 * numel * tokens + 4 * shape.seq * shape.hidden * tokens * blocks
         calls = max(blocks, 1)  # a lumped unit launches every block's operators
-        estimated[f"F.u{u}"] = calls * rates.forward_overhead_s + flops / rates.forward_flops_per_s
+        # Activation elements through the elementwise operators: tokens·h per block; the
+        # embedding's and the head's outputs, a third as much (as ComputeRates.linear_seconds).
+        width = shape.hidden if u == 0 else shape.vocab
+        elements = tokens * shape.hidden * blocks if blocks else tokens * width / 3
+        estimated[f"F.u{u}"] = (
+            calls * rates.forward_overhead_s
+            + flops / rates.forward_flops_per_s
+            + elements * rates.forward_s_per_element
+        )
         estimated[f"B.u{u}"] = (
-            calls * rates.backward_overhead_s + 2 * flops / rates.backward_flops_per_s
+            calls * rates.backward_overhead_s
+            + 2 * flops / rates.backward_flops_per_s
+            + elements * rates.backward_s_per_element
         )
     # FSDP2 runs its collectives inside its forward and backward (one span each here):
     # the same FLOPs, the bytes of ZeRO-3's all-gathers (and reduce-scatters) at the
