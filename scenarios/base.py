@@ -142,6 +142,12 @@ def parse_param_args(pairs: list[str]) -> dict[str, str]:
 # imports torch._dynamo at its first use: half a second of every rank's cold start,
 # paid once in the fork server instead by a lesson whose ranks build an optimizer.
 OPTIMIZER_MODULES = ("torch._dynamo",)
+# torch.autograd.backward (or .grad) handed an output gradient checks its shape with
+# torch.fx.experimental.symbolic_shapes, which imports sympy at the first call: a third
+# of a second. A pipeline stage's first backward pays it, and each stage's first
+# backward waits on the next stage's: a second of the pipeline's warm-up step, paid
+# once in the fork server instead (dynamo and FSDP2 import it already).
+GRADIENT_MODULES = ("torch.fx.experimental.symbolic_shapes",)
 
 
 @dataclass(frozen=True)

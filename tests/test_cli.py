@@ -325,3 +325,4 @@ def test_calibrate_one_rank_times_compute_and_no_link(tmp_path) -> None:
     assert (model["alpha"], model["beta"]) == (1e-7, 1e-13)
     assert set(model["collective_scale"].values()) == {1.0}
     assert model["rates"]["forward_flops_per_s"] > 0 and model["rates"]["sharded_adam_s"] >= 0
+    assert model["rates"]["forward_s_per_element"] >= 0

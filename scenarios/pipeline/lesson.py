@@ -30,7 +30,7 @@ from runtime.compute import TYPICAL_CPU
 from runtime.costmodel import SEND_ISSUE, CostModel
 from runtime.program import Action, Program
 from runtime.trace import Span, Timeline, makespan
-from scenarios.base import Hooks, Lesson, RankResult, RunData
+from scenarios.base import GRADIENT_MODULES, Hooks, Lesson, RankResult, RunData
 from scenarios.metrics import Metric
 from scenarios.params import Mode, ParamError, Params, choices, integer
 from scenarios.pipeline import lumped, schedules
@@ -307,7 +307,13 @@ def tokens(params: PipelineParams) -> tuple[str, float]:
 
 RANK_ENTRY = "scenarios.pipeline.rank:run_rank"  # what each rank runs (torch: never imported here)
 # Large pipelines: `predict` builds each slot once (scenarios.pipeline.lumped).
-HOOKS = Hooks(estimate, "stage costs and p2p latency", lump=lumped.lump, items=tokens)
+HOOKS = Hooks(
+    estimate,
+    "stage costs and p2p latency",
+    lump=lumped.lump,
+    items=tokens,
+    preload=GRADIENT_MODULES,
+)
 LESSON = Lesson(
     "pipeline", 5, TEXTS, PipelineParams, PipelineResult, build, metrics, RANK_ENTRY, HOOKS
 )

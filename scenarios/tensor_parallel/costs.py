@@ -8,7 +8,8 @@ vocabulary slice), the LayerNorms (a sequence shard under SP) and the loss's
 small reductions. Each is estimated from the compute rates (runtime.compute,
 calibrated here or a GPU profile's datasheet): a block's forward and backward
 split between attention (8h² + 4sh FLOPs per token of its 24h² + 4sh) and MLP
-(16h²), divided by t; after a run the measured CPU seconds replace them
+(16h²), its FLOPs and elements divided by t (each rank still launches every
+operator); after a run the measured CPU seconds replace them
 (runtime.refine.refine). torch's series is one forward and one backward:
 the sum of the same segments, plus DTensor's dispatch for each module its plan
 parallelizes (runtime.compute.ComputeRates.parallel_seconds, calibrated).
@@ -32,12 +33,23 @@ def segment_costs(
     block_f, block_b = rates.block_seconds(tokens, hidden, seq)
     matmul = 24 * hidden * hidden + 4 * seq * hidden
     attn_share = (8 * hidden * hidden + 4 * seq * hidden) / matmul
+    # A rank runs every operator of the block on its 1/t of the columns (or heads): its
+    # FLOPs and elements split t ways, its operators' launch overhead does not.
+    launch = (rates.forward_overhead_s, rates.backward_overhead_s)
+    work = (block_f - launch[0], block_b - launch[1])
+
+    def part(share: float) -> FB:
+        return (
+            launch[0] * share + work[0] * share / tp,
+            launch[1] * share + work[1] * share / tp,
+        )
+
     small = rates.linear_seconds(tokens // tp if sp else tokens, 1, hidden)
     reduction = rates.linear_seconds(tokens, 1, max(1, vocab // tp))
     return {
         "embed": rates.linear_seconds(tokens, 1, hidden),
-        "attn": (block_f * attn_share / tp, block_b * attn_share / tp),
-        "mlp": (block_f * (1 - attn_share) / tp, block_b * (1 - attn_share) / tp),
+        "attn": part(attn_share),
+        "mlp": part(1 - attn_share),
         "ln1": small,
         "ln2": small,
         "ln_f": small,

@@ -96,7 +96,11 @@ class Fsdp2Executor(Tracker):
         # The sharded DTensors, kept now: while a unit is unsharded its module
         # exposes plain tensors instead, which are communication buffers here.
         self.sharded = list(model.parameters())
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        # Fused: one op over every DTensor, so DTensor propagates its sharding once per
+        # step rather than once per parameter and elementwise op. Its first step (the
+        # propagation caches filling) took 0.33 s unfused, 0.11 s fused, and each later
+        # step 20 ms against 5; the update is the same Adam (within 1e-6 of DDP's).
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr, fused=True)
         self.record()
 
     def _is_param(self, tensor: torch.Tensor) -> bool:
