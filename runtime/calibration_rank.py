@@ -146,9 +146,10 @@ def _blocks() -> list[list[float]]:
     """[hidden, tokens, seq, forward s, backward s] of one block, per shape, timed as a
     training step runs it: each forward on a new input, its activations kept until its
     backward, LIVE_GRAPHS of them alive at once (as a pipeline stage holds its
-    microbatches'). A forward on the same input with nothing else alive, timed again and
-    again, stays in the cache and measured up to a third fewer CPU seconds than a
-    lesson's. Every rank times the same shape at the same time (a barrier before each):
+    microbatches'). Timed alone, a forward on the same input again and again ran up to
+    a third faster than on fresh inputs with graphs alive (hidden 64, 2048 tokens); with
+    every rank busy at once the two came within a few percent here, but a lesson never
+    runs the first way. Every rank times the same shape at the same time (a barrier before each):
     a rank timing alone while the others are elsewhere shares no cache with them, and
     its CPU seconds came out up to 30% fewer than a run's, from one calibration to the
     next."""
