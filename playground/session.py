@@ -313,7 +313,7 @@ def finish(
         program,
         measured,
         simulate(program, refined),
-        mean=lesson.hooks.collectives_by_mean,
+        chained=lesson.hooks.chained_collectives,
     )
     replayed = refined
     if result.restarts is None or not result.restarts.failures:

@@ -176,9 +176,10 @@ class Hooks(Generic[P]):
     # Heavy modules its ranks import later (lazily) besides its rank module: imported
     # once in the fork server that starts the ranks of a cold run (runtime.spawn).
     preload: tuple[str, ...] = ()
-    # Scale the collectives after a run by the mean instance, not the median
-    # (runtime.refine.refine_collectives): many tiny ones whose sum is what counts.
-    collectives_by_mean: bool = False
+    # A step that is a chain of collectives (many small ones whose sum is what counts):
+    # after a run each instance is refined from its last member's arrival to its last
+    # member's end, and the scale is their mean (runtime.refine.refine_collectives).
+    chained_collectives: bool = False
     # Marks read off the ranks' results (a skipped step, a loss scale that changed),
     # added to the measured timeline's.
     marks: Callable[[P, list[Any]], list[Mark]] | None = None

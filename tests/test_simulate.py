@@ -336,10 +336,11 @@ def test_refine_collectives_scales_each_kind_by_the_runs_median_ratio() -> None:
     assert refine_collectives(model, program, Timeline()) is model  # nothing timed: unchanged
 
 
-def test_refine_collectives_by_mean_averages_members_and_instances() -> None:
-    """`mean`: each instance is its members' mean span (the early ones wait for the last
-    to arrive: their mean is what the last arrival costs the mean rank), and the scale
-    is the mean over instances; the median would drop the late arrivals' share."""
+def test_refine_chained_collectives_from_last_arrival_to_last_end() -> None:
+    """`chained`: each instance runs from its last member's arrival to its last member's
+    end (a late arrival's wait is not the collective's; a late finisher holds the next
+    link of the chain), and the scale is the mean over instances; by default the median
+    member's span, arrival to end."""
     from runtime.costmodel import CostModel
     from runtime.program import Action, Program
     from runtime.refine import refine_collectives
@@ -349,17 +350,26 @@ def test_refine_collectives_by_mean_averages_members_and_instances() -> None:
     group = (0, 1, 2)
     program = Program(3)
     spans = []
-    for step in range(2):
-        for rank, took in zip(group, (2e-3, 2e-3, 8e-3), strict=True):  # rank 2 waited
+    # (arrival, end) per member: in step 0 rank 2 arrives 6 ms late and all end together
+    # 2 ms later; in step 1 they arrive together and rank 2 ends 4 ms after the others.
+    timings = [((0, 8e-3), (0, 8e-3), (6e-3, 8e-3)), ((0, 2e-3), (0, 2e-3), (0, 6e-3))]
+    for step, members in enumerate(timings):
+        for rank, (arrive, end) in zip(group, members, strict=True):
             action = Action(
                 f"ar{step}@r{rank}", rank, "all_reduce", group=group, bytes=8, step=step
             )
             program.add(action)
-            spans.append(Span(rank, "all_reduce", "", step, step + took, action_id=action.id))
-    by_mean = refine_collectives(model, program, Timeline(spans), mean=True)
+            start = 10.0 * step
+            spans.append(
+                Span(rank, "all_reduce", "", start + arrive, start + end, action_id=action.id)
+            )
+    chained = refine_collectives(model, program, Timeline(spans), chained=True)
     by_median = refine_collectives(model, program, Timeline(spans))
-    assert by_mean.collective_time(program.ranks[0][0]) == pytest.approx(4e-3)
-    assert by_median.collective_time(program.ranks[0][0]) == pytest.approx(2e-3)
+    action = program.ranks[0][0]
+    # chained: step 0 took 8 − 6 = 2 ms, step 1 took 6 − 0 = 6 ms; their mean, 4 ms
+    assert chained.collective_time(action) == pytest.approx(4e-3)
+    # by default: the median member's span, 8 ms and 2 ms; the median of two, 5 ms
+    assert by_median.collective_time(action) == pytest.approx(5e-3)
 
 
 def test_refine_scales_a_spelled_out_ring_as_measured() -> None:

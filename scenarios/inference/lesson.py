@@ -340,7 +340,7 @@ HOOKS = Hooks(
     ),
     lump=predicting.lump,
     items=lambda params: ("tokens", float(params.requests * params.output_len)),
-    collectives_by_mean=True,  # tiny all-reduces, heavy-tailed: TTFT pays their sum
+    chained_collectives=True,  # tiny all-reduces, heavy-tailed: TTFT pays their sum
 )
 LESSON = Lesson(
     "inference", 7, TEXTS, InferenceParams, InferenceResult, build, metrics, RANK_ENTRY, HOOKS

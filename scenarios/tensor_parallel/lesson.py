@@ -205,7 +205,7 @@ HOOKS = Hooks(
     estimate,
     "segment costs",
     items=tokens,
-    collectives_by_mean=True,  # a step is the sum of its layers' all-reduces: their mean counts
+    chained_collectives=True,  # a step is the sum of its layers' all-reduces: their mean counts
     preload=("torch.distributed.tensor.parallel", "torch.distributed.tensor.debug"),
 )
 LESSON = Lesson(

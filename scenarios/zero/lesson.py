@@ -316,7 +316,7 @@ RANK_ENTRY = "scenarios.zero.rank:run_rank"  # what each rank runs (torch: never
 HOOKS = Hooks(
     estimate,
     "unit costs",
-    collectives_by_mean=True,  # a step is the sum of a unit's collectives: their mean counts
+    chained_collectives=True,  # a step is the sum of a unit's collectives: their mean counts
     lump=lumped.lump,
     items=tokens,
     preload=(*FSDP2_MODULES, *OPTIMIZER_MODULES),
