@@ -149,10 +149,10 @@ def _blocks() -> list[list[float]]:
     microbatches'). Timed alone, a forward on the same input again and again ran up to
     a third faster than on fresh inputs with graphs alive (hidden 64, 2048 tokens); with
     every rank busy at once the two came within a few percent here, but a lesson never
-    runs the first way. Every rank times the same shape at the same time (a barrier before each):
-    a rank timing alone while the others are elsewhere shares no cache with them, and
-    its CPU seconds came out up to 30% fewer than a run's, from one calibration to the
-    next."""
+    runs the first way. Every rank times the same shape at the same time (a barrier
+    before each): a rank timing alone while the others are elsewhere shares no cache
+    with them, and its CPU seconds came out up to 30% fewer than a run's, from one
+    calibration to the next."""
     out = []
     for hidden, tokens, seq in BLOCK_SHAPES:
         block = Block(GPTConfig(vocab=64, seq=seq, hidden=hidden, heads=4, layers=1))

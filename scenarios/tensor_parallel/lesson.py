@@ -205,7 +205,7 @@ HOOKS = Hooks(
     estimate,
     "segment costs",
     items=tokens,
-    chained_collectives=True,  # a step is the sum of its layers' all-reduces: their mean counts
+    chained_collectives=True,  # a step is a chain of its layers' all-reduces
     preload=("torch.distributed.tensor.parallel", "torch.distributed.tensor.debug"),
 )
 LESSON = Lesson(

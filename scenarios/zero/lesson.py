@@ -216,8 +216,9 @@ def estimate(params: ZeroParams, model: CostModel) -> CostModel:
     """Compute costs before a run has timed them, from the compute rates (runtime.compute:
     calibrated on this machine, or a datasheet's): a unit's forward is its operators'
     overhead plus 2·elements·tokens FLOPs (+ attention in a block) plus its activations
-    through the elementwise operators, its backward twice the FLOPs; Adam per element each rank updates. Elements follow Ψ, so a 7B model
-    costs a 7B model's FLOPs whatever the shape knobs."""
+    through the elementwise operators, its backward twice the FLOPs; Adam per element
+    each rank updates. Elements follow Ψ, so a 7B model costs a 7B model's FLOPs
+    whatever the shape knobs."""
     rates = model.rates or TYPICAL_CPU
     shape = params.model
     tokens = params.microbatch * shape.seq
@@ -316,7 +317,7 @@ RANK_ENTRY = "scenarios.zero.rank:run_rank"  # what each rank runs (torch: never
 HOOKS = Hooks(
     estimate,
     "unit costs",
-    chained_collectives=True,  # a step is the sum of a unit's collectives: their mean counts
+    chained_collectives=True,  # a step is a chain of its units' collectives
     lump=lumped.lump,
     items=tokens,
     preload=(*FSDP2_MODULES, *OPTIMIZER_MODULES),
