@@ -158,6 +158,12 @@ async def test_the_workers_tab_fills_in_while_a_run_goes() -> None:
                 seen.append(len([r for r in view.report.ranks if view.report.totals[r].steps]))
             await pilot.pause(0.05)
         assert any(n == 4 for n in seen), seen  # every rank's row, before the run ended
+        # The controls stop running as the outcome's message reaches them; the screen
+        # shows it when the same message bubbles up to it, a moment later.
+        for _ in range(100):
+            if "measured" in view.note:
+                break
+            await pilot.pause(0.05)
         assert "measured" in view.note and view.report.ranks == [0, 1, 2, 3]
 
 
