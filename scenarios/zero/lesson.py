@@ -169,9 +169,7 @@ def plan_action(
             chunk=u,
             phase=stage,
         )
-    key = f"{kind}.{stage}" if u is None else f"{kind}.u{u}"
-    if key == "opt.fsdp2" and t == 0:
-        key = FIRST_FSDP2_ADAM  # DTensor's first calls: a cost of its own
+    key = cost_key(stage, t, kind, u)
     # FSDP2's forward and backward gather and scatter unit by unit inside torch: every
     # rank's ends when the slowest rank's does (runtime.simulate's `synced`).
     synced = stage == "fsdp2" and kind in ("F", "B")
@@ -179,6 +177,18 @@ def plan_action(
         action_id, rank, kind, label, cost_key=key, series=stage, step=t, chunk=u, phase=stage,
         **({"group": group, "args": (("synced", True),)} if synced else {}),
     )  # fmt: skip
+
+
+def cost_key(stage: str, t: int, kind: str, u: int | None) -> str | None:
+    """The cost key of a compute item of `step_plan` in step t (None for a unit's
+    collective, costed by its formula): a unit's F and B cost the same in every stage,
+    Adam is keyed by its stage, and FSDP2's first Adam has a key of its own."""
+    if kind in COLLECTIVES and u is not None:
+        return None
+    key = f"{kind}.{stage}" if u is None else f"{kind}.u{u}"
+    if key == "opt.fsdp2" and t == 0:
+        key = FIRST_FSDP2_ADAM  # DTensor's first calls: a cost of its own
+    return key
 
 
 def step_plan(stage: str, units: int) -> list[tuple[str, int | None, str, str]]:

@@ -52,7 +52,7 @@ def lump(params: ZeroParams, model: CostModel) -> Lumped | None:
 def lumped(params: ZeroParams, model: CostModel, plans: dict[str, Plan] | None = None) -> Lumped:
     """Rank 0 of every stage, standing for all the ranks in lockstep (`plans`: each
     stage's step_plan, when the caller has them)."""
-    from scenarios.zero.lesson import plan_action, step_plan
+    from scenarios.zero.lesson import cost_key, plan_action, step_plan
 
     n = params.ranks
     # Every rank, without listing a million of them (the cost model reads a range's ends).
@@ -63,10 +63,13 @@ def lumped(params: ZeroParams, model: CostModel, plans: dict[str, Plan] | None =
     seconds: dict[tuple[str, int | None, str | None], float] = {}
 
     def cost(stage: str, item: tuple[str, int | None, str, str], step: int) -> float:
-        action = plan_action(stage, step, 0, item, numels, group)
         # A unit costs the same in every stage; FSDP2's first Adam has a key of its own.
-        key = (item[0], item[1], stage if item[1] is None else None, action.cost_key)
+        # The Action is built only for a key not costed yet: a model of 4096 layers has
+        # 130,000 items, and building each one's Action took most of the prediction.
+        kind, unit = item[0], item[1]
+        key = (kind, unit, stage if unit is None else None, cost_key(stage, step, kind, unit))
         if key not in seconds:
+            action = plan_action(stage, step, 0, item, numels, group)
             seconds[key] = (
                 model.collective_time(action)
                 if action.is_collective
