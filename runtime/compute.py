@@ -17,7 +17,7 @@ the lesson's measured costs replace the estimates (runtime.refine.refine).
   times the achieved fraction (MFU) the profile assumes, and a kernel-launch
   overhead; each profile names its sources.
 
-Pure: stdlib only.
+Pure: stdlib only (fit_block imports numpy when a calibration is fitted).
 """
 
 from __future__ import annotations
@@ -131,43 +131,20 @@ def fit_block(samples: list[tuple[float, float, float]]) -> tuple[float, float, 
     elements, every shape within about 6%. Least squares of the relative error, as
     `fit_rates`; when a coefficient would come out negative (too few or too noisy
     samples), the FLOPs-only fit."""
-    weights = [1.0 / (t * t) for _, _, t in samples]
-    rows = [(1.0, flops, elements) for flops, elements, _ in samples]
-    # Normal equations (A^T W A) c = A^T W t, three unknowns.
-    normal = [
-        [sum(w * r[i] * r[j] for w, r in zip(weights, rows, strict=True)) for j in range(3)]
-        for i in range(3)
-    ]
-    right = [
-        sum(w * r[i] * t for w, r, (_, _, t) in zip(weights, rows, samples, strict=True))
-        for i in range(3)
-    ]
-    solved = _solve3(normal, right)
-    if solved is not None and all(c >= 0 for c in solved) and solved[1] > 0:
-        overhead, seconds_per_flop, per_element = solved
+    import numpy as np  # here only: predict imports this module and stays stdlib-only
+
+    rows = np.array([(1.0, flops, elements) for flops, elements, _ in samples])
+    seconds = np.array([t for _, _, t in samples])
+    # Each row divided by its time: least squares of the relative error. Columns scaled
+    # to 1 first, since FLOPs and elements differ by orders of magnitude.
+    weighted = rows / seconds[:, None]
+    scale = np.abs(weighted).max(axis=0)
+    coefficients = np.linalg.lstsq(weighted / scale, np.ones(len(samples)), rcond=None)[0]
+    overhead, seconds_per_flop, per_element = (coefficients / scale).tolist()
+    if overhead >= 0 and per_element >= 0 and seconds_per_flop > 0:
         return overhead, 1.0 / seconds_per_flop, per_element
     overhead, rate = fit_rates([(flops, t) for flops, _, t in samples])
     return overhead, rate, 0.0
-
-
-def _solve3(a: list[list[float]], b: list[float]) -> list[float] | None:
-    """x with a·x = b for a 3×3 system (Gaussian elimination, partial pivoting); None
-    when it is singular. The columns are scaled first: FLOPs and elements differ by
-    orders of magnitude."""
-    scale = [max(abs(a[i][j]) for i in range(3)) or 1.0 for j in range(3)]
-    m = [[a[i][j] / scale[j] for j in range(3)] + [b[i]] for i in range(3)]
-    for col in range(3):
-        pivot = max(range(col, 3), key=lambda r: abs(m[r][col]))
-        if abs(m[pivot][col]) < 1e-12 * max(abs(v) for row in m for v in row[:3]):
-            return None
-        m[col], m[pivot] = m[pivot], m[col]
-        for r in range(col + 1, 3):
-            f = m[r][col] / m[col][col]
-            m[r] = [v - f * p for v, p in zip(m[r], m[col], strict=True)]
-    x = [0.0, 0.0, 0.0]
-    for r in (2, 1, 0):
-        x[r] = (m[r][3] - sum(m[r][c] * x[c] for c in range(r + 1, 3))) / m[r][r]
-    return [x[j] / scale[j] for j in range(3)]
 
 
 def fit_rates(samples: list[tuple[float, float]]) -> tuple[float, float]:
