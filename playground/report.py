@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from playground.formatting import metric_lines, plain
 from playground.i18n import default_language, t
+from playground.prediction_error import budget_lines, budget_words
 from playground.session import Outcome, UsageError
 from runtime import calibration
 from runtime.costmodel import CostModel
 from runtime.units import format_seconds
+from scenarios.metrics import finite
 
 
 def report(outcome: Outcome, args: argparse.Namespace) -> int:
@@ -58,6 +58,8 @@ def report(outcome: Outcome, args: argparse.Namespace) -> int:
         words = {w: t(f"app.{w}") for w in ("measured", "predicted", "error")}
         for line in metric_lines(outcome.metrics, words):
             print(plain(line))
+        for line in budget_lines(outcome.budget_rows, budget_words(default_language())):
+            print(plain(line))
         if outcome.workers is not None:  # each rank's figures, and the straggler
             from playground.workers_text import text_lines
 
@@ -71,17 +73,6 @@ def report(outcome: Outcome, args: argparse.Namespace) -> int:
             out = sys.stderr if args.json else sys.stdout
             print(t("cli.exported", path=plain(path)), file=out)
     return 0
-
-
-def finite(value: Any) -> Any:
-    """`value` with every non-finite float, however deep, as None (null in JSON)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite(v) for v in value]
-    return value
 
 
 def check_outputs(args: argparse.Namespace) -> None:

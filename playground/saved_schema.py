@@ -78,7 +78,9 @@ class MetricDoc(Struct, frozen=True):
     series: Name | None = None
     category: Literal[ALL_CATEGORIES] | None = None  # type: ignore[valid-type]
     per: Literal["rank", "step"] | None = None
+    before: Scalar | Annotated[list[Scalar], Meta(max_length=1 << 16)] = None
     error: Number | None = None  # recomputed from the pair, never trusted
+    before_error: Number | None = None  # likewise
 
 
 class CurveDoc(Struct, frozen=True):
@@ -297,7 +299,7 @@ def timeline(spans: list[SpanDoc], counters=(), marks=()) -> Timeline:
 
 def metric(doc: MetricDoc) -> Metric:
     fields = msgspec.structs.asdict(doc)
-    del fields["error"]
+    del fields["error"], fields["before_error"]
     return Metric(**fields)
 
 

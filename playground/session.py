@@ -18,7 +18,6 @@ Never imports torch: the real ranks run in their own processes.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from playground.prediction_error import BudgetRow, budget_doc, budget_rows, with_before
 from runtime import calibration
 from runtime.costmodel import CostModel, slowed
 from runtime.faults import parse_faults, slow_factors
@@ -40,7 +40,7 @@ from runtime.simulate import simulate
 from runtime.spawn import warm_start
 from runtime.trace import Timeline
 from scenarios.base import Lesson, RunData
-from scenarios.metrics import Curve, Metric
+from scenarios.metrics import Curve, Metric, finite
 from scenarios.params import Mode, ParamError, Params
 from scenarios.registry import get_lesson
 
@@ -84,13 +84,21 @@ class Outcome:
 
         return workers_of(self, self.measured) if self.measured is not None else None
 
+    @property
+    def budget_rows(self) -> list[BudgetRow]:
+        """The lesson's headline times, predicted before and after the run, against their
+        error budgets (playground.prediction_error); none before a run."""
+        if self.measured is None:
+            return []
+        return budget_rows(self.metrics, self.lesson.hooks.headline)
+
     def to_doc(self) -> dict[str, Any]:
         """The `--json` document (strict JSON: non-finite numbers become null)."""
         doc: dict[str, Any] = {
             "format": FORMAT,
             "scenario": self.lesson.name,
             "params": self.params.to_dict(),
-            "profile": _finite(self.profile.describe()),
+            "profile": finite(self.profile.describe()),
             "metrics": [m.to_dict() for m in self.metrics],
         }
         if self.curves:
@@ -102,18 +110,9 @@ class Outcome:
             doc["counters"] = [c.to_dict() for c in self.measured.counters]
             if self.workers is not None:
                 doc["workers"] = self.workers.to_dict()
+            doc["prediction_error"] = budget_doc(self.budget_rows)
         doc["predicted"] = [s.to_dict() for s in self.predicted.spans]
         return doc
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
 
 
 def resolve(name: str, raw: dict[str, Any], mode: Mode) -> tuple[Lesson, Params]:
@@ -222,7 +221,7 @@ def run(
         program = lesson.build(params)
         # The prediction shown while the run goes (the app's), and a check that the
         # Program can finish: a deadlock is refused before any rank starts.
-        simulate(program, model)
+        before = simulate(program, model)
         spec = LaunchSpec(
             lesson.rank_entry,
             world,
@@ -250,6 +249,9 @@ def run(
     if not keep:
         drop_checkpoints(result.run_dir)
     outcome = finish(lesson, params, model, result, program)
+    # What the profile said before the run, beside what the run's own figures say.
+    said, _ = lesson.figures(params, model)
+    outcome.metrics = with_before(outcome.metrics, [*lesson.metrics(params, before, None), *said])
     first_ns = result.first_action_ns()
     outcome.warm = result.warm
     outcome.start_s = (first_ns - requested_ns) / 1e9 if first_ns is not None else None

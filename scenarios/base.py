@@ -183,6 +183,9 @@ class Hooks(Generic[P]):
     # Marks read off the ranks' results (a skipped step, a loss scale that changed),
     # added to the measured timeline's.
     marks: Callable[[P, list[Any]], list[Mark]] | None = None
+    # The lesson's headline time, per series: the metric(s) whose prediction the error
+    # budget holds to (a makespan or a step time; playground.prediction_error).
+    headline: tuple[str, ...] = ()
     # Metrics and curves that need the prepared cost model or the run (None before one):
     # a sweep the model predicts, the loss curves a run measured.
     figures: (

@@ -8,7 +8,10 @@ A Metric has a name, a unit (which decides how it is printed), a `value` (the
 measurement, or the only value of a fact such as a formula or a count) and,
 where the lesson predicts it, its `predicted` twin: a predicted metric is one
 with `predicted` set, shown as "measured | predicted | error" even before the
-run has measured it. A value is a scalar or a list (per rank, per step). The
+run has measured it. After a run `predicted` is made with what the ranks
+measured, and `before` keeps what the calibrated profile alone predicted before
+the run (playground.prediction_error holds both to their budgets). A value is a
+scalar or a list (per rank, per step). The
 `series` says which schedule, ZeRO stage or config it belongs to (the same
 field the Program's Actions carry), and `category` marks a byte count as one
 part of a memory bar (params, grads, master, optimizer, activations, buffers).
@@ -43,6 +46,8 @@ class Metric:
     series: str | None = None
     category: str | None = None
     per: Literal["rank", "step"] | None = None  # what a list value is indexed by
+    # A run's metric: the prediction before the run, from the calibrated profile alone.
+    before: Value = None
 
     @property
     def is_predicted(self) -> bool:
@@ -54,12 +59,17 @@ class Metric:
         """|predicted − measured| / |measured|; for lists, the largest over ranks."""
         return relative_error(self.value, self.predicted)
 
+    @property
+    def before_error(self) -> float | None:
+        """The same error for the prediction made before the run."""
+        return relative_error(self.value, self.before)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: None fields left out, non-finite numbers as null (strict JSON)."""
-        out = {k: _finite(v) for k, v in asdict(self).items() if v is not None}
-        error = self.error
-        if error is not None and math.isfinite(error):
-            out["error"] = error
+        out = {k: finite(v) for k, v in asdict(self).items() if v is not None}
+        for key, error in (("error", self.error), ("before_error", self.before_error)):
+            if error is not None and math.isfinite(error):
+                out[key] = error
         return out
 
     @classmethod
@@ -85,14 +95,15 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _finite(value: Any) -> Any:
-    """The value with every non-finite number (nested in lists and dicts) as None."""
+def finite(value: Any) -> Any:
+    """The value with every non-finite number (nested in lists and dicts) as None: strict
+    JSON whatever a lesson computed (`--json`, the HTML export, saved runs)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, list):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite(v) for k, v in value.items()}
     return value
 
 
@@ -134,7 +145,7 @@ class Curve:
         return self.es.get(english, english) if language == "es" else english
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: _finite(v) for k, v in asdict(self).items()}
+        return {k: finite(v) for k, v in asdict(self).items()}
 
 
 @dataclass(frozen=True)

@@ -186,6 +186,16 @@ def test_run_four_ranks_pairs_with_prediction_and_equals_builtin(tmp_path: Path)
         playground("predict", "ring-allreduce", "--ranks", "4", "--json").stdout
     )
     assert predicted_doc["profile"]["name"] == doc["profile"]["name"]
+    # The run's headline, held to the error budget: before the run it was what `predict`
+    # says on the same calibration; after it, the prediction with the run's own figures.
+    [row] = doc["prediction_error"]["metrics"]
+    assert row["name"] == "time_s" and row["measured"] == metric_of(doc, "time_s")["value"]
+    said = metric_of(predicted_doc, "time_s")["predicted"]
+    assert row["before_run"]["predicted"] == pytest.approx(said, rel=1e-9)
+    assert metric_of(doc, "time_s")["before"] == row["before_run"]["predicted"]
+    assert row["after_run"]["predicted"] == metric_of(doc, "time_s")["predicted"]
+    assert row["before_run"]["budget"] == 0.25 and row["after_run"]["budget"] == 0.10
+    assert json.loads(again.stdout)["prediction_error"] == doc["prediction_error"]
 
 
 @pytest.mark.ranks

@@ -242,7 +242,8 @@ class LessonScreen(BilingualBindings, Screen[None]):
 
     def _show_panels(self, outcome: session.Outcome) -> None:
         language = self.language
-        self.query_one("#metrics", MetricsPanel).show(outcome.metrics, language)
+        headline = outcome.lesson.hooks.headline
+        self.query_one("#metrics", MetricsPanel).show(outcome.metrics, language, headline)
         titles = {}
         for step in self.lesson.narrative:
             for phase in step.phases:

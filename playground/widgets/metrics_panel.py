@@ -1,7 +1,9 @@
 """The metrics panel: a lesson's typed metrics, measured beside predicted with the error.
 
-A `playground/` widget of DESIGN.md. It renders the list of Metric a lesson
-returns through the one generic path (playground.formatting.metric_table):
+A `playground/` widget of DESIGN.md. After a run it heads the panel with the
+lesson's headline times against the prediction error budget; it renders the
+list of Metric a lesson returns through the one generic path
+(playground.formatting.metric_table):
 per series (a schedule, a ZeRO stage) a heading, then the predicted metrics
 as "measured | predicted | error" (per-rank lists side by side, with the
 worst rank's error), then the facts. It knows units, never a lesson.
@@ -16,16 +18,27 @@ from textual.widgets import Static
 
 from playground.formatting import metric_table, plain, text_list
 from playground.i18n import t
+from playground.prediction_error import budget_lines, budget_rows, budget_words
 from scenarios.metrics import Metric
 
 
-def metrics_content(metrics: list[Metric], language: str, width: int = 80) -> Content:
-    """Per series, the predicted rows as `name  measured │ predicted  error` (per-rank
-    lists side by side), then the facts; a row too wide for `width` puts its
-    values on the next line, indented."""
+def metrics_content(
+    metrics: list[Metric], language: str, width: int = 80, headline: tuple[str, ...] = ()
+) -> Content:
+    """After a run, the `headline` times' prediction error before and after it against
+    their budgets (playground.prediction_error); then per series, the predicted rows as
+    `name  measured │ predicted  error` (per-rank lists side by side), then the facts;
+    a row too wide for `width` puts its values on the next line, indented."""
     if not metrics:
         return Content(t("app.no_metrics", language))
     lines: list[Content] = []
+    budget = budget_lines(budget_rows(metrics, headline), budget_words(language))
+    if budget:
+        lines.append(Content.styled(budget[0], "bold"))
+        lines += [
+            Content.styled(line, "$text-warning" if "✗" in line else "") for line in budget[1:]
+        ]
+        lines.append(Content(""))
     for section in metric_table(metrics):
         indent = ""
         if section.series is not None:
@@ -66,11 +79,12 @@ class MetricsPanel(Static):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._shown: tuple[list[Metric], str] = ([], "en")
+        self._shown: tuple[list[Metric], str, tuple[str, ...]] = ([], "en", ())
 
-    def show(self, metrics: list[Metric], language: str) -> None:
-        self._shown = (metrics, language)
-        self.update(metrics_content(metrics, language, max(20, (self.size.width or 80) - 1)))
+    def show(self, metrics: list[Metric], language: str, headline: tuple[str, ...] = ()) -> None:
+        self._shown = (metrics, language, headline)
+        width = max(20, (self.size.width or 80) - 1)
+        self.update(metrics_content(metrics, language, width, headline))
 
     def on_resize(self) -> None:
         self.show(*self._shown)

@@ -271,6 +271,7 @@ HOOKS = Hooks(
     curves,
     lump=lumped.lump,
     items=tokens,
+    headline=("step_s",),
 )
 LESSON = Lesson(
     "failure-resume", 3, TEXTS, ResumeParams, ResumeResult, build, metrics, RANK_ENTRY, HOOKS

@@ -341,6 +341,7 @@ HOOKS = Hooks(
     lump=predicting.lump,
     items=lambda params: ("tokens", float(params.requests * params.output_len)),
     chained_collectives=True,  # tiny all-reduces, heavy-tailed: TTFT pays their sum
+    headline=("ttft_p50_s", "tpot_p50_s"),
 )
 LESSON = Lesson(
     "inference", 7, TEXTS, InferenceParams, InferenceResult, build, metrics, RANK_ENTRY, HOOKS

@@ -162,6 +162,7 @@ HOOKS = Hooks(
     marks=report.marks,
     figures=sweep.figures,
     preload=OPTIMIZER_MODULES,
+    headline=("step_s",),
 )
 LESSON = Lesson(
     "mixed-precision", 6, TEXTS, MixedParams, MixedResult, build, report.metrics, RANK_ENTRY, HOOKS

@@ -313,6 +313,7 @@ HOOKS = Hooks(
     lump=lumped.lump,
     items=tokens,
     preload=GRADIENT_MODULES,
+    headline=("makespan_s",),
 )
 LESSON = Lesson(
     "pipeline", 5, TEXTS, PipelineParams, PipelineResult, build, metrics, RANK_ENTRY, HOOKS

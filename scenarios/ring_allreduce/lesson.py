@@ -228,7 +228,7 @@ RANK_ENTRY = (
     "scenarios.ring_allreduce.rank:run_rank"  # what each rank runs (torch: never imported here)
 )
 # At thousands of ranks and many iterations `predict` lumps (scenarios.ring_allreduce.lumped).
-HOOKS = Hooks(lump=lumped.lump)
+HOOKS = Hooks(lump=lumped.lump, headline=("time_s",))
 LESSON = Lesson(
     "ring-allreduce", 1, TEXTS, RingParams, RingResult, build, metrics, RANK_ENTRY, HOOKS
 )

@@ -207,6 +207,7 @@ HOOKS = Hooks(
     items=tokens,
     chained_collectives=True,  # a step is a chain of its layers' all-reduces
     preload=("torch.distributed.tensor.parallel", "torch.distributed.tensor.debug"),
+    headline=("step_measured_s",),
 )
 LESSON = Lesson(
     "tensor-parallel", 4, TEXTS, TPParams, TPResult, build, figures.metrics, RANK_ENTRY, HOOKS

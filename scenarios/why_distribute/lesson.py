@@ -184,6 +184,10 @@ def curves(params: WhyParams) -> list[Curve]:
 
 RANK_ENTRY = "scenarios.why_distribute.rank:run_rank"  # torch: never imported here
 HOOKS = Hooks(
-    estimate, "F, B and Adam costs", curves=curves, preload=(*FSDP2_MODULES, *OPTIMIZER_MODULES)
+    estimate,
+    "F, B and Adam costs",
+    curves=curves,
+    preload=(*FSDP2_MODULES, *OPTIMIZER_MODULES),
+    headline=("step_s",),
 )
 LESSON = Lesson("why-distribute", 0, TEXTS, WhyParams, WhyResult, build, metrics, RANK_ENTRY, HOOKS)

@@ -331,5 +331,6 @@ HOOKS = Hooks(
     lump=lumped.lump,
     items=tokens,
     preload=(*FSDP2_MODULES, *OPTIMIZER_MODULES),
+    headline=("makespan_s",),
 )
 LESSON = Lesson("zero", 2, TEXTS, ZeroParams, ZeroResult, build, metrics, RANK_ENTRY, HOOKS)
