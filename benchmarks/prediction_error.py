@@ -2,7 +2,7 @@
 
     python benchmarks/prediction_error.py [--runs 5] [--lessons ring-allreduce zero ...]
 
-For each lesson at its defaults (the pipeline with every schedule; zero also with
+For every lesson at its defaults (the pipeline with every schedule; zero also with
 5 steps, "zero×5"), on this
 machine's calibration (`playground calibrate` first, or the first run does it):
 
@@ -15,7 +15,8 @@ The quantity is each lesson's headline time (its Hooks.headline, the one a run's
 `prediction_error` holds to the budget, playground.prediction_error): the
 all-reduce's `time_s`, each ZeRO stage's and pipeline schedule's `makespan_s`,
 failure-resume's median `step_s`, tensor-parallel's `step_measured_s` per
-implementation.
+implementation, mixed-precision's and why-distribute's `step_s` per series, and
+inference's median TTFT and TPOT (`ttft_p50_s`, `tpot_p50_s`).
 Timings are only asserted here, never in tests; this machine's noise (other
 processes, 4 ranks on 2 cores) is the spread the table shows.
 """
@@ -43,6 +44,9 @@ LESSONS: dict[str, tuple[str, dict[str, str]]] = {
     "pipeline": ("pipeline", {"schedule": "gpipe,1f1b,interleaved,zb-h1"}),
     "failure-resume": ("failure-resume", {}),
     "tensor-parallel": ("tensor-parallel", {}),
+    "mixed-precision": ("mixed-precision", {}),
+    "why-distribute": ("why-distribute", {}),
+    "inference": ("inference", {}),
 }
 
 
@@ -60,35 +64,35 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--lessons", nargs="+", default=list(LESSONS), choices=list(LESSONS))
     args = parser.parse_args()
-    header = f"{'lesson':<15} {'series':<12} {'measured':>9} {'before':>9} {'err':>6} {'after err':>9} {'spread':>13}"
+    header = f"{'lesson':<15} {'series':<16} {'measured':>9} {'before':>9} {'err':>6} {'after err':>9} {'spread':>13}"
     print(f"prediction error, median of {args.runs} runs")
     print(header)
     print("-" * len(header))
     for label in args.lessons:
         name, raw = LESSONS[label]
-        [metric] = get_lesson(name).hooks.headline
+        headline = get_lesson(name).hooks.headline
         runs = [session.run(name, raw) for _ in range(args.runs)]  # the first may calibrate
-        before = {
-            m.series: m.predicted
-            for m in session.predict(name, raw).metrics
-            if m.name == metric and m.predicted is not None
-        }
-        per_series: dict[str | None, list[tuple[float, float]]] = {}
-        for outcome in runs:
-            for series, pair in pairs(outcome, metric).items():
-                per_series.setdefault(series, []).append(pair)
-        for series, values in per_series.items():
-            measured = [m for m, _ in values]
-            median = statistics.median(measured)
-            after = statistics.median(abs(p - m) / m for m, p in values)
-            ahead = before.get(series)
-            error = abs(ahead - median) / median if ahead else float("nan")
-            spread = f"{format_seconds(min(measured))}–{format_seconds(max(measured))}"
-            print(
-                f"{label:<15} {series or '—':<12} {format_seconds(median):>9} "
-                f"{format_seconds(ahead) if ahead else '—':>9} {error:>6.1%} {after:>9.1%} {spread:>13}",
-                flush=True,
-            )
+        ahead = session.predict(name, raw).metrics
+        for metric in headline:
+            before = {m.series: m.predicted for m in ahead if m.name == metric and m.predicted}
+            per_series: dict[str | None, list[tuple[float, float]]] = {}
+            for outcome in runs:
+                for series, pair in pairs(outcome, metric).items():
+                    per_series.setdefault(series, []).append(pair)
+            for series, values in per_series.items():
+                measured = [m for m, _ in values]
+                median = statistics.median(measured)
+                after = statistics.median(abs(p - m) / m for m, p in values)
+                said = before.get(series)
+                error = abs(said - median) / median if said else float("nan")
+                spread = f"{format_seconds(min(measured))}–{format_seconds(max(measured))}"
+                what = " ".join(filter(None, (series, metric if len(headline) > 1 else None)))
+                print(
+                    f"{label:<15} {what or '—':<16} {format_seconds(median):>9} "
+                    f"{format_seconds(said) if said else '—':>9} {error:>6.1%} {after:>9.1%} "
+                    f"{spread:>13}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":
