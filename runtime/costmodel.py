@@ -141,7 +141,9 @@ class CostModel:
         run has timed them (their scale is `builtin.<kind>`: refine_collectives)."""
         formula = self.collective_formula(action)
         if action.nonblocking and action.algorithm == "builtin":
-            return formula  # a DDP bucket: its lesson refines the link's latency instead
+            # A DDP bucket: its lesson refines the link's latency, and a run times each
+            # series' own buckets (refine_collectives: their time once they could start).
+            return formula * self.collective_scale.get(async_key(action), 1.0)
         key, scales = scale_key(action), self.collective_scale
         return formula * scales.get(sized_key(key, action), scales.get(key, 1.0))
 
@@ -209,6 +211,13 @@ def scale_key(action: Action) -> str:
     """Which `collective_scale` entry scales this collective: its kind for the hand-made
     ones (calibrated on the project's own ring), `builtin.<kind>` for torch's own."""
     return f"builtin.{action.kind}" if action.algorithm == "builtin" else action.kind
+
+
+def async_key(action: Action) -> str:
+    """The `collective_scale` entry of a series' non-blocking collectives of one kind (a
+    DDP bucket's all-reduce), as a run timed them: `<series>:async.<kind>`."""
+    key = f"async.{action.kind}"
+    return series_key(action.series, key) if action.series else key
 
 
 def series_key(series: str, key: str) -> str:

@@ -390,9 +390,10 @@ def test_refine_scales_a_spelled_out_ring_as_measured() -> None:
     assert simulate(program, refined).makespan == pytest.approx(1.5 * before.makespan, rel=1e-6)
 
 
-def test_refine_builtin_collectives_apart_and_leave_ddp_buckets_alone() -> None:
+def test_refine_builtin_collectives_apart_from_ddp_buckets() -> None:
     """Torch's own blocking collectives get a scale of their own (builtin.<kind>); a
-    non-blocking one (a DDP bucket) keeps its formula whatever its span says."""
+    non-blocking one (a DDP bucket) one of its own (async.<kind>); one whose work is
+    inside another span (torch DDP's, inside B) none."""
     from runtime.refine import refine_collectives
     from runtime.trace import Span, Timeline
 
@@ -414,9 +415,49 @@ def test_refine_builtin_collectives_apart_and_leave_ddp_buckets_alone() -> None:
             spans.append(Span(rank, "all_reduce", "", 0.0, took, action_id=action.id))
     refined = refine_collectives(MODEL, program, Timeline(spans))
     tp, bucket, _ = program.ranks[0]
-    assert set(refined.collective_scale) == {"builtin.all_reduce", "builtin.all_reduce@8/2"}
+    assert set(refined.collective_scale) == {
+        "builtin.all_reduce",
+        "builtin.all_reduce@8/2",
+        "async.all_reduce",
+    }
     assert refined.collective_time(tp) == pytest.approx(took)
-    assert refined.collective_time(bucket) == MODEL.collective_formula(bucket)
+    assert refined.collective_time(bucket) == pytest.approx(took)
+
+
+def test_refine_ddp_buckets_per_series_from_when_each_could_start() -> None:
+    """A series' buckets run one after another on each rank's stream: each is timed from
+    when it could start (every member launched it, each member's previous one ended) to
+    the members' median end, as the simulator runs them; per step their sum over the
+    formula's, the median over steps; each series its own scale."""
+    from runtime.costmodel import async_key
+    from runtime.refine import refine_collectives
+    from runtime.trace import Span, Timeline
+
+    program = Program(2)
+    spans = []
+    unit = MODEL.collective_formula(Action("x", 0, "all_reduce", group=(0, 1), bytes=8))
+    # Series "a": two buckets launched together at 0; the first ends at 2 units, the
+    # second at 5: it could start at 2, so 3 units; 5 units for 2 formula ones: ×2.5.
+    # Series "b", later: one bucket, rank 1 launches it 4 units late; it ends 1 unit
+    # after: ×1.
+    timings = {"a": [((0, 2), (0, 2)), ((0, 5), (0, 5))], "b": [((10, 15), (14, 15))]}
+    for series, buckets in timings.items():
+        for j, members in enumerate(buckets):
+            for rank, (launch, end) in enumerate(members):
+                action = Action(
+                    f"{series}{j}@r{rank}", rank, "all_reduce", group=(0, 1), bytes=8,
+                    algorithm="builtin", series=series, step=0, chunk=j,
+                    args=(("nonblocking", True),),
+                )  # fmt: skip
+                program.add(action)
+                spans.append(
+                    Span(rank, "all_reduce", "", launch * unit, end * unit, action_id=action.id)
+                )
+    refined = refine_collectives(MODEL, program, Timeline(spans))
+    a, b = program.ranks[0][0], program.ranks[0][2]
+    assert refined.collective_scale[async_key(a)] == pytest.approx(2.5)
+    assert refined.collective_scale[async_key(b)] == pytest.approx(1.0)
+    assert refined.collective_time(a) == pytest.approx(2.5 * unit)
 
 
 def test_refine_compute_makes_the_simulated_spans_add_up_to_the_measured() -> None:

@@ -94,8 +94,9 @@ def step_actions(
         out.append(act(f"B{p}", "B", f"B {part}", "overlap", cost_key=key, args=(("part", p),)))
         # torch's own all-reduce (gloo's, NCCL's), by hand and by torch's DDP alike: the
         # ring formula, its latency the one the run's buckets paid while backward ran
-        # (RankResult.p2p, scenarios.mixed_precision.rank), not rescaled from their spans
-        # (launch to end: the queue behind earlier buckets, which the simulator adds)
+        # (RankResult.p2p, scenarios.mixed_precision.rank), then each series' buckets
+        # scaled as they ran once they could start (runtime.refine: not launch to end,
+        # the queue behind earlier buckets, which the simulator adds itself)
         out += [
             act(
                 f"AR{j}",
