@@ -140,6 +140,10 @@ class CostModel:
         for the hand-made collectives; torch's own (`builtin`) keep the formula until a
         run has timed them (their scale is `builtin.<kind>`: refine_collectives)."""
         formula = self.collective_formula(action)
+        if action.arg("untimed", False):
+            # Its work runs inside another span (torch DDP's all-reduce inside B): once a
+            # run has timed that span, the collective adds nothing of its own (0).
+            return formula * self.collective_scale.get(async_key(action, "untimed"), 1.0)
         if action.nonblocking and action.algorithm == "builtin":
             # A DDP bucket: its lesson refines the link's latency, and a run times each
             # series' own buckets (refine_collectives: their time once they could start).
@@ -213,10 +217,11 @@ def scale_key(action: Action) -> str:
     return f"builtin.{action.kind}" if action.algorithm == "builtin" else action.kind
 
 
-def async_key(action: Action) -> str:
+def async_key(action: Action, how: str = "async") -> str:
     """The `collective_scale` entry of a series' non-blocking collectives of one kind (a
-    DDP bucket's all-reduce), as a run timed them: `<series>:async.<kind>`."""
-    key = f"async.{action.kind}"
+    DDP bucket's all-reduce), as a run timed them: `<series>:async.<kind>`; with `how`
+    "untimed", of those whose work a run times inside another span."""
+    key = f"{how}.{action.kind}"
     return series_key(action.series, key) if action.series else key
 
 

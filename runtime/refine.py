@@ -119,13 +119,17 @@ def refine_collectives(
     forecast = predicted.by_action() if predicted is not None else {}
     spans = measured.by_action()
     instances: dict[tuple, list[tuple[Action, Any]]] = {}
+    untimed: set[str] = set()
     for action in program.actions():
         if not action.is_collective or action.kind == "barrier" or action.id not in spans:
             continue
-        if action.nonblocking or action.arg("untimed", False):
-            # A DDP bucket's span is its launch (its lesson refines its latency); an
-            # untimed one stands for work done inside another span.
+        if action.arg("untimed", False):
+            # It stands for work done inside another span, which the run timed: the
+            # collective costs nothing of its own after it (CostModel.collective_time).
+            untimed.add(async_key(action, "untimed"))
             continue
+        if action.nonblocking:
+            continue  # a DDP bucket: _async_ratios
         key = (action.kind, action.series, action.step, action.stage, action.chunk,
                action.microbatch, action.label, action.bytes, action.group)  # fmt: skip
         instances.setdefault(key, []).append((action, spans[action.id]))
@@ -164,10 +168,11 @@ def refine_collectives(
         ratios["sendrecv"] = [
             model.collective_scale.get("sendrecv", 1.0) * statistics.median(steps)
         ]
-    if not ratios:
+    if not ratios and not untimed:
         return model
     center = statistics.fmean if chained else statistics.median
     scale = {k: min(20.0, max(0.2, center(v))) for k, v in ratios.items()}
+    scale |= dict.fromkeys(untimed, 0.0)
     said = ", ".join(f"{k} ×{v:.2f}" for k, v in sorted(scale.items()) if "@" not in k)
     sizes = sum("@" in k for k in scale)
     said += f"; {sizes} sizes apart" if sizes else ""

@@ -393,7 +393,7 @@ def test_refine_scales_a_spelled_out_ring_as_measured() -> None:
 def test_refine_builtin_collectives_apart_from_ddp_buckets() -> None:
     """Torch's own blocking collectives get a scale of their own (builtin.<kind>); a
     non-blocking one (a DDP bucket) one of its own (async.<kind>); one whose work is
-    inside another span (torch DDP's, inside B) none."""
+    inside another span (torch DDP's, inside B) costs nothing once that span is timed."""
     from runtime.refine import refine_collectives
     from runtime.trace import Span, Timeline
 
@@ -414,14 +414,16 @@ def test_refine_builtin_collectives_apart_from_ddp_buckets() -> None:
             program.add(action)
             spans.append(Span(rank, "all_reduce", "", 0.0, took, action_id=action.id))
     refined = refine_collectives(MODEL, program, Timeline(spans))
-    tp, bucket, _ = program.ranks[0]
+    tp, bucket, inside = program.ranks[0]
     assert set(refined.collective_scale) == {
         "builtin.all_reduce",
         "builtin.all_reduce@8/2",
         "async.all_reduce",
+        "untimed.all_reduce",
     }
     assert refined.collective_time(tp) == pytest.approx(took)
     assert refined.collective_time(bucket) == pytest.approx(took)
+    assert MODEL.collective_time(inside) > 0 and refined.collective_time(inside) == 0
 
 
 def test_refine_ddp_buckets_per_series_from_when_each_could_start() -> None:

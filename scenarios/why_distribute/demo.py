@@ -142,7 +142,8 @@ def _bucket_all_reduce(s: Series, t: int, rank: int, nbytes: int, group: tuple) 
         series=s.name,
         step=t,
         phase=s.phase,
-        # Its span times nothing (the work is inside B): a run must not refine it.
+        # Its span times nothing (the work is inside B): after a run it costs nothing
+        # of its own, B's span has it (runtime.refine.refine_collectives).
         args=(("untimed", True),),
     )
 
