@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.costmodel import CostModel
 from runtime.program import Action, Program, barriers
-from runtime.trace import Timeline, makespan
+from runtime.trace import Timeline
 from scenarios.base import RunData
 from scenarios.metrics import CATEGORIES, Metric, find
 from scenarios.shape import FP32, GPTShape
 from scenarios.why_distribute.phrases import both
 from scenarios.zero import memory as zero_memory
-from scenarios.zero.lesson import STAGES, ZeroParams, plan_action, step_plan
+from scenarios.zero.lesson import STAGES, ZeroParams, plan_action, step_plan, steps_time
 from scenarios.zero.lesson import estimate as zero_estimate
 
 if TYPE_CHECKING:
@@ -244,8 +244,10 @@ def _timing(
     out: list[Metric] = []
     step_s: dict[str, tuple[float | None, float]] = {}
     for s in every:
-        guess = makespan(predicted.of_series(s.name)) / steps
-        measured = makespan(run.measured.of_series(s.name)) / steps if run else None
+        # From the start barrier's release: the wait in it is the series' model being
+        # built and the previous series' skew (scenarios.zero.lesson.steps_time).
+        guess = steps_time(predicted, s.name) / steps
+        measured = steps_time(run.measured, s.name) / steps if run else None
         step_s[s.name] = (measured, guess)
         if s.name in MEMORY_SERIES:
             continue

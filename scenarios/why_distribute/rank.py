@@ -84,14 +84,16 @@ def run_rank(ctx: RankContext[WhyParams]) -> WhyResult:
             ctx.sample(category, value, series)
 
         def handle(action: Action, s: demo.Series = s, mine: list = mine, state=state) -> None:
-            if action.kind == "barrier":
-                dist.barrier()
-                return
-            if state["refused"]:
-                return
             try:
-                if state["executor"] is None:
+                if state["executor"] is None and not state["refused"]:
+                    # Built as the series' start barrier runs, outside its steps: in its
+                    # first forward it made step 0's F four times step 1's (2-4 ms here).
                     state["executor"] = _executor(s, cfg, limit, groups, sample)
+                if action.kind == "barrier":
+                    dist.barrier()
+                    return
+                if state["refused"]:
+                    return
                 executor = state["executor"]
                 if action.kind == "F" and action.chunk in (0, None):
                     executor.set_batch(*mine[action.step])
@@ -108,6 +110,8 @@ def run_rank(ctx: RankContext[WhyParams]) -> WhyResult:
                 state["refused"] = True
                 at = action.label if state["executor"] is not None else "init"  # its state alone
                 refused[s.name] = demo.refusal_line(rank, at, exc.held, exc.cap)
+                if action.kind == "barrier":
+                    dist.barrier()  # every rank meets there, refused or not
 
         ctx.execute(actions, handle)
         executor = state["executor"]
