@@ -121,6 +121,23 @@ def test_html_has_header_and_metrics(measured: session.Outcome) -> None:
     assert "4MiB" in page  # the size param, as the learner typed it
 
 
+def test_html_holds_the_headline_to_the_error_budget(measured: session.Outcome) -> None:
+    """After a run, the lesson's headline time measured, predicted before the run and
+    after it, each error marked against its budget; nothing before a run."""
+    metrics = [
+        dataclasses.replace(m, before=m.value * 2) if m.name == "time_s" else m
+        for m in measured.metrics
+    ]
+    page = html_export.render_html(dataclasses.replace(measured, metrics=metrics))
+    caption = "prediction error (budget: 25% before the run, 10% after it)"
+    assert caption in page
+    table = page[page.index(caption) :]
+    table = table[: table.index("</table>")]
+    assert "<th>time_s</th>" in table
+    assert "100.0% ✗" in table and "9.1% ✓" in table  # before: 2× measured; after: 1/1.1
+    assert caption not in html_export.render_html(dataclasses.replace(measured, measured=None))
+
+
 def test_html_escapes_every_hostile_string(measured: session.Outcome, tmp_path: Path) -> None:
     assert measured.measured is not None
     spans = list(measured.measured.spans)
@@ -129,7 +146,11 @@ def test_html_escapes_every_hostile_string(measured: session.Outcome, tmp_path: 
         measured,
         measured=Timeline(spans, marks=[Mark(t=0.0, kind="failure", label=HOSTILE)]),
         params=dataclasses.replace(measured.params, algorithm=HOSTILE),
-        metrics=[*measured.metrics, Metric(HOSTILE, "text", HOSTILE, series=HOSTILE)],
+        metrics=[
+            *measured.metrics,
+            Metric(HOSTILE, "text", HOSTILE, series=HOSTILE),
+            Metric("time_s", "s", 1.0, 1.05, series=HOSTILE, before=2.0),  # a budget row
+        ],
         backend=HOSTILE,
     )
     out = tmp_path / "hostile.html"

@@ -10,8 +10,9 @@ The page: a header (lesson, params as typed, profile), the timeline figure
 request: playground.export.lanes), the per-rank utilisation panel of a
 real run (playground.export.workers: each rank's compute, transfers, waiting
 and idle time, and the straggler), the memory bars and the
-checkpoint-interval curves when the lesson has them, and the typed metrics as
-one table.
+checkpoint-interval curves when the lesson has them, after a run the headline
+times against the prediction error budget (playground.prediction_error), and
+the typed metrics as one table.
 
 Choices, and why:
 - plotly.js is embedded (`include_plotlyjs=True`), never loaded from a CDN: the
@@ -39,7 +40,8 @@ from playground.export.lanes import lanes_html
 from playground.export.memory import memory_html
 from playground.export.timeline import build_figure
 from playground.export.workers import workers_html
-from playground.formatting import metric_table
+from playground.formatting import format_value, metric_table
+from playground.prediction_error import AFTER_RUN_BUDGET, BEFORE_RUN_BUDGET
 from runtime.files import write_text_atomic
 from runtime.units import format_seconds
 
@@ -69,7 +71,7 @@ def render_html(outcome: Outcome) -> str:
         + workers_html(outcome)
         + memory_html(outcome)
         + curves_html(outcome),
-        metrics=_metrics_html(outcome.metrics),
+        metrics=_budget_html(outcome) + _metrics_html(outcome.metrics),
     )
 
 
@@ -103,6 +105,43 @@ def _header_html(outcome: Outcome) -> str:
         f"<dl>{facts_html}</dl>\n"
         f'<table class="params"><caption>params</caption>{params_html}</table>'
     )
+
+
+def _budget_html(outcome: Outcome) -> str:
+    """After a run, the headline times against the prediction error budget
+    (playground.prediction_error): measured, predicted before the run and after it,
+    each error marked within (✓) or over (✗) its budget."""
+    rows = outcome.budget_rows
+    if not rows:
+        return ""
+    head = (
+        '<tr class="head"><th></th><td>measured</td><td>before the run</td><td>error</td>'
+        "<td>after the run</td><td>error</td></tr>"
+    )
+    out = [head]
+    for row in rows:
+        m = row.metric
+        cells = [format_value(m.unit, m.value)]
+        for predicted, error, within in (
+            (m.before, m.before_error, row.before_within),
+            (m.predicted, m.error, row.after_within),
+        ):
+            mark = "" if within is None else (" ✓" if within else " ✗")
+            cells += [
+                format_value(m.unit, predicted),
+                f"{error:.1%}{mark}" if error is not None else "",
+            ]
+        label = " ".join(filter(None, (m.series, m.name)))
+        out.append(
+            f"<tr><th>{escape(label)}</th>"
+            + "".join(f"<td>{escape(c)}</td>" for c in cells)
+            + "</tr>"
+        )
+    caption = (
+        f"prediction error (budget: {BEFORE_RUN_BUDGET:.0%} before the run, "
+        f"{AFTER_RUN_BUDGET:.0%} after it)"
+    )
+    return f'<table class="metrics"><caption>{escape(caption)}</caption>{"".join(out)}</table>\n'
 
 
 def _metrics_html(metrics: list[Metric]) -> str:
