@@ -99,7 +99,10 @@ def _load_cache() -> dict[str, Any]:
 
 
 def save(model: CostModel, backend: str, world_size: int) -> None:
-    data = _load_cache()
+    """Cache `model`; entries of an older calibration method go (no lookup reads them
+    again: each bump of METHOD_VERSION had left them behind)."""
+    method = f"v{METHOD_VERSION}"
+    data = {k: v for k, v in _load_cache().items() if k.rsplit("|", 1)[-1] == method}
     data[cache_key(backend, world_size)] = model.describe()
     cache_dir().mkdir(parents=True, exist_ok=True)
     write_text_atomic(cache_file(), json.dumps(data, indent=1))

@@ -93,3 +93,26 @@ def test_block_fit_of_flops_only_samples_has_no_elementwise_term():
     assert per_element == pytest.approx(0.0, abs=1e-15)
     assert rate == pytest.approx(40e9, rel=1e-6)
     assert overhead == pytest.approx(4e-4, rel=1e-6)
+
+
+def test_saving_drops_an_older_methods_entries_and_keeps_other_hosts(tmp_path, monkeypatch):
+    """A bump of METHOD_VERSION leaves entries no lookup reads again: the next save drops
+    them; another host's (a shared home) and this method's other world sizes stay."""
+    import json
+
+    from runtime.profiles import PROFILES
+
+    monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path))
+    model = PROFILES["cpu-default"]
+    method = f"v{calibration.METHOD_VERSION}"
+    stale = calibration.cache_key("gloo", 4).replace(method, "v1")
+    other_host = calibration.cache_key("gloo", 4, host="elsewhere")
+    two = calibration.cache_key("gloo", 2)
+    calibration.cache_file().parent.mkdir(parents=True, exist_ok=True)
+    calibration.cache_file().write_text(
+        json.dumps({stale: model.describe(), other_host: model.describe(), two: model.describe()})
+    )
+    calibration.save(model, "gloo", 4)
+    kept = set(json.loads(calibration.cache_file().read_text()))
+    assert kept == {calibration.cache_key("gloo", 4), other_host, two}
+    assert calibration.lookup("gloo", 4) is not None
