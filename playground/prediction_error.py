@@ -100,14 +100,16 @@ def budget_words(language: str) -> dict[str, str]:
     """The words of `budget_lines` in the learner's language."""
     from playground.i18n import t
 
-    return {w: t(f"app.budget_{w}", language) for w in ("heading", "headline", "before", "after")}
+    words = ("heading", "headline", "before", "after", "stale")
+    return {w: t(f"app.budget_{w}", language) for w in words}
 
 
 def budget_lines(rows: list[BudgetRow], words: dict[str, str]) -> list[str]:
     """The rows as text: a heading with the budgets, then per row `label  before │ after`,
     each error marked within (✓) or over (✗) its budget. A row's label is its series
     when the rows share one metric (named in the heading), else series and metric.
-    `words`: the heading, "the headline times", "before" and "after" in the learner's
+    Over budget before the run, a last line says to calibrate again. `words`: the
+    heading, "the headline times", "before", "after" and that line in the learner's
     language."""
     if not rows:
         return []
@@ -130,6 +132,8 @@ def budget_lines(rows: list[BudgetRow], words: dict[str, str]) -> list[str]:
         before = _mark(row.metric.before_error, row.before_within)
         after = _mark(row.metric.error, row.after_within)
         lines.append(f"  {label:<{width}} {before:>8} │ {after}")
+    if any(row.before_within is False for row in rows):
+        lines.append(words["stale"])  # most often the machine moved since it was calibrated
     return lines
 
 

@@ -90,6 +90,11 @@ def test_the_budget_prints_in_the_learners_language(language: str) -> None:
     assert "makespan_s" in lines[0]  # the one metric the rows share, named once
     assert "gpipe " in lines[2] and "20.0% ✓" in lines[2] and "4.0% ✓" in lines[2]
     assert "40.0% ✗" in lines[3] and "20.0% ✗" in lines[3]
+    assert "playground calibrate" in lines[4]  # over before the run: calibrate again
+    within = [m for m in with_before(run_metrics(), before_metrics()) if m.series != "1f1b"]
+    assert "playground calibrate" not in "".join(
+        budget_lines(budget_rows(within, ("makespan_s",)), budget_words(language))
+    )
     assert budget_lines([], budget_words(language)) == []
     two = [*run_metrics(), Metric("ttft_p50_s", "s", 1.0, 1.05, series="gpipe")]
     mixed = budget_lines(budget_rows(two, ("makespan_s", "ttft_p50_s")), budget_words(language))

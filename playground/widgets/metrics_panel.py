@@ -1,12 +1,11 @@
 """The metrics panel: a lesson's typed metrics, measured beside predicted with the error.
 
-A `playground/` widget of DESIGN.md. After a run it heads the panel with the
-lesson's headline times against the prediction error budget; it renders the
-list of Metric a lesson returns through the one generic path
-(playground.formatting.metric_table):
+A `playground/` widget of DESIGN.md. It renders the list of Metric a lesson
+returns through the one generic path (playground.formatting.metric_table):
 per series (a schedule, a ZeRO stage) a heading, then the predicted metrics
 as "measured | predicted | error" (per-rank lists side by side, with the
-worst rank's error), then the facts. It knows units, never a lesson.
+worst rank's error), then the facts; after a run, last, the lesson's headline
+times against the prediction error budget. It knows units, never a lesson.
 
 Imports: textual and the pure metric types; never torch.
 """
@@ -25,20 +24,13 @@ from scenarios.metrics import Metric
 def metrics_content(
     metrics: list[Metric], language: str, width: int = 80, headline: tuple[str, ...] = ()
 ) -> Content:
-    """After a run, the `headline` times' prediction error before and after it against
-    their budgets (playground.prediction_error); then per series, the predicted rows as
-    `name  measured │ predicted  error` (per-rank lists side by side), then the facts;
-    a row too wide for `width` puts its values on the next line, indented."""
+    """Per series, the predicted rows as `name  measured │ predicted  error` (per-rank
+    lists side by side), then the facts; a row too wide for `width` puts its values on
+    the next line, indented; after a run, last, the `headline` times' prediction error
+    before and after it against their budgets (playground.prediction_error)."""
     if not metrics:
         return Content(t("app.no_metrics", language))
     lines: list[Content] = []
-    budget = budget_lines(budget_rows(metrics, headline), budget_words(language))
-    if budget:
-        lines.append(Content.styled(budget[0], "bold"))
-        lines += [
-            Content.styled(line, "$text-warning" if "✗" in line else "") for line in budget[1:]
-        ]
-        lines.append(Content(""))
     for section in metric_table(metrics):
         indent = ""
         if section.series is not None:
@@ -71,6 +63,13 @@ def metrics_content(
             else:
                 lines.append(Content.styled(label[0].rstrip(), label[1]))
                 lines.append(Content.assemble(f"{indent}    ", values))
+    # Last, as the text report prints it: the metrics stay where a narrow panel shows them.
+    budget = budget_lines(budget_rows(metrics, headline), budget_words(language))
+    if budget:
+        lines += [Content(""), Content.styled(budget[0], "bold")]
+        lines += [
+            Content.styled(line, "$text-warning" if "✗" in line else "") for line in budget[1:]
+        ]
     return Content("\n").join(lines)
 
 
