@@ -104,8 +104,10 @@ def refine_collectives(
     (`<kind>@<bytes>/<ranks>`), which a prediction of the same Program prefers. Torch's own
     blocking collectives
     (`builtin`: a TP layer's all-reduce) are scaled apart from the hand-made ones, as
-    `builtin.<kind>`; a non-blocking one (a DDP bucket) is left to its lesson, since its
-    span is only its launch. The scale of a kind is the median over its
+    `builtin.<kind>`; a series' non-blocking ones (DDP buckets, whose spans run from
+    their launch) by their time once they could start (`_async_ratios`); one whose work
+    a run times inside another span (`untimed`: torch DDP's all-reduce inside B) costs
+    nothing after the run. The scale of a kind is the median over its
     instances of measured / formula, bounded to [0.2, 20]; the median, as in `refine`:
     one instance disturbed by the machine does not move it. The steps of a collective
     the Program spells out itself (a ring's sendrecvs) get a scale `sendrecv`: the
