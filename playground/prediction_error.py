@@ -6,8 +6,9 @@ says); after it, from the same Program with what the ranks measured
 (runtime.refine). Each paired metric of a run carries both (Metric.before,
 Metric.predicted). The budget holds the lesson's headline time (Hooks.headline:
 its makespan or step time, one per series) to BEFORE_RUN_BUDGET before the run
-and AFTER_RUN_BUDGET after it. `--json` writes the rows as `prediction_error`;
-the text report and the app's metrics panel print them.
+and AFTER_RUN_BUDGET after it. `--json` writes every paired metric's errors as
+`prediction_error`, the headline ones with their verdicts; the text report, the
+app's metrics panel and the HTML export print the headline rows.
 
 Imports: the pure metric types and the i18n catalogs (the app's panel uses it).
 """
@@ -26,41 +27,46 @@ AFTER_RUN_BUDGET = 0.10
 
 @dataclass(frozen=True)
 class BudgetRow:
-    """One headline metric of one series: measured, and predicted before and after."""
+    """One paired metric of one series: measured, and predicted before and after the run;
+    a headline one is held to the budgets."""
 
     metric: Metric
+    headline: bool = True
 
     @property
     def before_within(self) -> bool | None:
-        return _within(self.metric.before_error, BEFORE_RUN_BUDGET)
+        return _within(self.metric.before_error, BEFORE_RUN_BUDGET if self.headline else None)
 
     @property
     def after_within(self) -> bool | None:
-        return _within(self.metric.error, AFTER_RUN_BUDGET)
+        return _within(self.metric.error, AFTER_RUN_BUDGET if self.headline else None)
 
     def to_dict(self) -> dict[str, Any]:
         m = self.metric
         return {
             "name": m.name,
             "series": m.series,
+            "headline": self.headline,
             "measured": m.value,
             "before_run": {
                 "predicted": m.before,
                 "error": finite(m.before_error),
-                "budget": BEFORE_RUN_BUDGET,
+                "budget": BEFORE_RUN_BUDGET if self.headline else None,
                 "within": self.before_within,
             },
             "after_run": {
                 "predicted": m.predicted,
                 "error": finite(m.error),
-                "budget": AFTER_RUN_BUDGET,
+                "budget": AFTER_RUN_BUDGET if self.headline else None,
                 "within": self.after_within,
             },
         }
 
 
-def _within(error: float | None, budget: float) -> bool | None:
-    return None if error is None or not math.isfinite(error) else error <= budget
+def _within(error: float | None, budget: float | None) -> bool | None:
+    if budget is None or error is None or not math.isfinite(error):
+        return None
+    return error <= budget
 
 
 def with_before(metrics: list[Metric], before: list[Metric]) -> list[Metric]:
@@ -81,6 +87,16 @@ def budget_rows(metrics: list[Metric], headline: tuple[str, ...]) -> list[Budget
         BudgetRow(m)
         for m in metrics
         if m.name in headline and _number(m.value) and _number(m.predicted)
+    ]
+
+
+def error_rows(metrics: list[Metric], headline: tuple[str, ...]) -> list[BudgetRow]:
+    """Every metric a run measured and predicted (a list's error is its worst rank's),
+    the headline ones held to the budgets: `--json`'s `prediction_error`."""
+    return [
+        BudgetRow(m, m.name in headline and _number(m.value) and _number(m.predicted))
+        for m in metrics
+        if m.value is not None and m.error is not None
     ]
 
 

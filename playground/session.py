@@ -25,7 +25,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from playground.prediction_error import BudgetRow, budget_doc, budget_rows, with_before
+from playground.prediction_error import (
+    BudgetRow,
+    budget_doc,
+    budget_rows,
+    error_rows,
+    with_before,
+)
 from runtime import calibration
 from runtime.costmodel import CostModel, slowed
 from runtime.faults import parse_faults, slow_factors
@@ -110,7 +116,9 @@ class Outcome:
             doc["counters"] = [c.to_dict() for c in self.measured.counters]
             if self.workers is not None:
                 doc["workers"] = self.workers.to_dict()
-            doc["prediction_error"] = budget_doc(self.budget_rows)
+            doc["prediction_error"] = budget_doc(
+                error_rows(self.metrics, self.lesson.hooks.headline)
+            )
         doc["predicted"] = [s.to_dict() for s in self.predicted.spans]
         return doc
 

@@ -188,8 +188,12 @@ def test_run_four_ranks_pairs_with_prediction_and_equals_builtin(tmp_path: Path)
     assert predicted_doc["profile"]["name"] == doc["profile"]["name"]
     # The run's headline, held to the error budget: before the run it was what `predict`
     # says on the same calibration; after it, the prediction with the run's own figures.
-    [row] = doc["prediction_error"]["metrics"]
+    rows = doc["prediction_error"]["metrics"]
+    [row] = [r for r in rows if r["headline"]]
     assert row["name"] == "time_s" and row["measured"] == metric_of(doc, "time_s")["value"]
+    # Every paired metric is there with its errors; only the headline gets verdicts.
+    sent = next(r for r in rows if r["name"] == "bytes_sent_per_rank")
+    assert sent["after_run"]["error"] == 0.0 and sent["after_run"]["within"] is None
     said = metric_of(predicted_doc, "time_s")["predicted"]
     assert row["before_run"]["predicted"] == pytest.approx(said, rel=1e-9)
     assert metric_of(doc, "time_s")["before"] == row["before_run"]["predicted"]

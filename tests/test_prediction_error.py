@@ -16,6 +16,7 @@ from playground.prediction_error import (
     budget_lines,
     budget_rows,
     budget_words,
+    error_rows,
     with_before,
 )
 from playground.saved_schema import MetricDoc, decode, metric
@@ -77,6 +78,23 @@ def test_the_budget_holds_the_headline_before_and_after() -> None:
     assert (
         budget_rows([Metric("t", "s", 0.0, 1.0, before=math.inf)], ("t",))[0].before_within is None
     )
+
+
+def test_json_lists_every_paired_metric_and_judges_the_headline_alone() -> None:
+    rows = error_rows(with_before(run_metrics(), before_metrics()), ("makespan_s",))
+    names = [(r.metric.name, r.metric.series) for r in rows]
+    # Every measured-and-predicted metric (a per-rank list too); not the facts.
+    assert names == [
+        ("makespan_s", "gpipe"),
+        ("makespan_s", "1f1b"),
+        ("bubble_fraction", "gpipe"),
+        ("p2p_bytes", "gpipe"),
+    ]
+    bubble = rows[2].to_dict()
+    assert bubble["headline"] is False and bubble["before_run"]["budget"] is None
+    assert bubble["before_run"]["error"] == pytest.approx(5 / 30)  # 0.25 against 0.30
+    assert bubble["before_run"]["within"] is None and bubble["after_run"]["within"] is None
+    assert rows[0].to_dict()["headline"] is True and rows[0].before_within is True
 
 
 @pytest.mark.parametrize("language", ["en", "es"])
