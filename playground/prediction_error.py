@@ -46,6 +46,7 @@ class BudgetRow:
         return {
             "name": m.name,
             "series": m.series,
+            "category": m.category,  # a part of a memory bar, or None
             "headline": self.headline,
             "measured": m.value,
             "before_run": {
@@ -72,13 +73,16 @@ def _within(error: float | None, budget: float | None) -> bool | None:
 def with_before(metrics: list[Metric], before: list[Metric]) -> list[Metric]:
     """A run's metrics, each predicted one with what `before` (the same lesson's metrics
     predicted from the calibrated profile, before the run) said of it."""
-    said = {(m.name, m.series): m.predicted for m in before if m.predicted is not None}
+    said = {_key(m): m.predicted for m in before if m.predicted is not None}
     return [
-        replace(m, before=said[(m.name, m.series)])
-        if m.predicted is not None and (m.name, m.series) in said
-        else m
+        replace(m, before=said[_key(m)]) if m.predicted is not None and _key(m) in said else m
         for m in metrics
     ]
+
+
+def _key(metric: Metric) -> tuple[str, str | None, str | None]:
+    # A memory bar's parts share name and series (zero's peak_bytes per category).
+    return metric.name, metric.series, metric.category
 
 
 def budget_rows(metrics: list[Metric], headline: tuple[str, ...]) -> list[BudgetRow]:

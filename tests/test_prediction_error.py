@@ -52,6 +52,18 @@ def test_each_predicted_metric_keeps_what_was_said_before_the_run() -> None:
     assert by_key[("bubble_fraction", "gpipe")].before == 0.25
     assert by_key[("parameters", None)].before is None  # a fact has no prediction
     assert by_key[("p2p_bytes", "gpipe")].before is None  # nothing said of it before
+    # The parts of a memory bar share name and series: each keeps its own.
+    parts = with_before(
+        [
+            Metric("peak", "bytes", 10, 11, "zero1", "params"),
+            Metric("peak", "bytes", 20, 21, "zero1", "grads"),
+        ],
+        [
+            Metric("peak", "bytes", None, 8, "zero1", "params"),
+            Metric("peak", "bytes", None, 16, "zero1", "grads"),
+        ],
+    )
+    assert [m.before for m in parts] == [8, 16]
     gpipe = by_key[("makespan_s", "gpipe")]
     assert gpipe.before_error == pytest.approx(0.2) and gpipe.error == pytest.approx(0.04)
     doc = gpipe.to_dict()
