@@ -45,15 +45,15 @@ class Capped(Tracker):
     peak_total: int = 0
     over: dict[str, int] | None = None  # what was held the first time it went over
 
-    def record(self) -> None:
-        super().record()
-        held = self.memory()
+    def record(self) -> dict[str, int]:
+        held = super().record()
         total = sum(held.values())
         self.peak_total = max(self.peak_total, total)
         if self.cap and total > self.cap and self.over is None:
             self.over = held
             if self.refuse:
                 raise MemoryCapExceeded(held, self.cap)
+        return held
 
 
 class CappedDDP(Capped, ZeroExecutor):

@@ -107,8 +107,11 @@ class Tracker:
         """Bytes per category held right now, from the live tensors."""
         raise NotImplementedError
 
-    def record(self) -> None:
-        for category, value in self.memory().items():
+    def record(self) -> dict[str, int]:
+        """Sample what is held now, keep each category's peak; returns what it read."""
+        held = self.memory()
+        for category, value in held.items():
             self.peaks[category] = max(self.peaks[category], value)
             if self.sample is not None:
                 self.sample(category, value, self.stage)
+        return held
