@@ -51,6 +51,10 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
     group = list(range(n))
     comm = Comm()
     timings: dict[str, list[float]] = {}
+    # A barrier Action first, as in the lesson's iterations: the first step's receive is
+    # posted before it (runtime.comm), and the clock starts after it.
+    barrier = Action(id="barrier", rank=rank, kind="barrier", group=tuple(group))
+    rings = []
     # One rank alone sends nothing: no link to time (runtime.calibration.fit says so).
     for size in SIZES if n > 1 else ():
         # Each step moves one chunk of `size` bytes to the right neighbour; two
@@ -60,27 +64,27 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
             *collectives.ring_all_gather(group, buffer.numel(), 4, prefix="a.")[rank],
             *collectives.ring_all_gather(group, buffer.numel(), 4, prefix="b.")[rank],
         ]
-        # A barrier Action first, as in the lesson's iterations: the first step's
-        # receive is posted before it (runtime.comm), and the clock starts after it.
-        barrier = Action(id="barrier", rank=rank, kind="barrier", group=tuple(group))
-        samples: list[list[float]] = []
-
-        def timed(
-            actions: list[Action], handler: Any, samples: list[list[float]] = samples
-        ) -> None:
-            handler(actions[0])
-            start = time.perf_counter()
-            for action in actions[1:]:
-                handler(action)
-            # Absolute times (one monotonic clock for every process of this machine):
-            # the fit spans the first rank's start to the last one's end, as the lesson.
-            samples.append([start, time.perf_counter(), len(actions) - 1])
-
         for _ in range(2):
             comm.run([barrier, *steps], buffer)
-        for _ in range(REPS):
+        rings.append((buffer, steps, timings.setdefault(str(size), [])))
+    # The sizes take turns, repetition by repetition: this machine's pace moves by the
+    # second, and timed one size after the other, a slow spell could catch one size
+    # alone (on 2 ranks, 64 KiB at 1.68 ms a step beside 256 KiB at 0.27 ms).
+    for _ in range(REPS):
+        for buffer, steps, samples in rings:
+
+            def timed(
+                actions: list[Action], handler: Any, samples: list[list[float]] = samples
+            ) -> None:
+                handler(actions[0])
+                start = time.perf_counter()
+                for action in actions[1:]:
+                    handler(action)
+                # Absolute times (one monotonic clock for every process of this machine):
+                # the fit spans the first rank's start to the last one's end, as the lesson.
+                samples.append([start, time.perf_counter(), len(actions) - 1])
+
             comm.run([barrier, *steps], buffer, runner=timed)
-        timings[str(size)] = samples
     a = torch.ones(REDUCE_BYTES // 4, dtype=torch.float32)
     b = torch.ones_like(a)
     a.add_(b)
