@@ -86,7 +86,8 @@ def _key(metric: Metric) -> tuple[str, str | None, str | None]:
 
 
 def budget_rows(metrics: list[Metric], headline: tuple[str, ...]) -> list[BudgetRow]:
-    """The headline metrics a run measured and predicted as single numbers, per series."""
+    """The headline metrics a run measured and predicted as single numbers, per series
+    (one measured as 0 too, whose error `error_rows` has none to give)."""
     return [
         BudgetRow(m)
         for m in metrics
@@ -149,15 +150,16 @@ def budget_lines(rows: list[BudgetRow], words: dict[str, str]) -> list[str]:
     width = max(map(len, labels))
     lines = [head, f"  {'':<{width}} {words['before']:>8} │ {words['after']}"]
     for label, row in zip(labels, rows, strict=True):
-        before = _mark(row.metric.before_error, row.before_within)
-        after = _mark(row.metric.error, row.after_within)
+        before = mark(row.metric.before_error, row.before_within)
+        after = mark(row.metric.error, row.after_within)
         lines.append(f"  {label:<{width}} {before:>8} │ {after}")
     if any(row.before_within is False for row in rows):
         lines.append(words["stale"])  # most often the machine moved since it was calibrated
     return lines
 
 
-def _mark(error: float | None, within: bool | None) -> str:
+def mark(error: float | None, within: bool | None) -> str:
+    """An error and its verdict, as a row prints it: `4.2% ✓`, `31.0% ✗`, or `—`."""
     if within is None or error is None:
         return "—"
     return f"{error:.1%} {'✓' if within else '✗'}"

@@ -258,8 +258,8 @@ def run(
         drop_checkpoints(result.run_dir)
     outcome = finish(lesson, params, model, result, program)
     # What the profile said before the run, beside what the run's own figures say.
-    said, _ = lesson.figures(params, model)
-    outcome.metrics = with_before(outcome.metrics, [*lesson.metrics(params, before, None), *said])
+    said = [*lesson.metrics(params, before, None), *lesson.figure_metrics(params, model)]
+    outcome.metrics = with_before(outcome.metrics, said)
     first_ns = result.first_action_ns()
     outcome.warm = result.warm
     outcome.start_s = (first_ns - requested_ns) / 1e9 if first_ns is not None else None

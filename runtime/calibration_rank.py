@@ -16,6 +16,7 @@ Engine part: imports torch, only inside rank processes.
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 import tempfile
@@ -72,19 +73,7 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
     # alone (on 2 ranks, 64 KiB at 1.68 ms a step beside 256 KiB at 0.27 ms).
     for _ in range(REPS):
         for buffer, steps, samples in rings:
-
-            def timed(
-                actions: list[Action], handler: Any, samples: list[list[float]] = samples
-            ) -> None:
-                handler(actions[0])
-                start = time.perf_counter()
-                for action in actions[1:]:
-                    handler(action)
-                # Absolute times (one monotonic clock for every process of this machine):
-                # the fit spans the first rank's start to the last one's end, as the lesson.
-                samples.append([start, time.perf_counter(), len(actions) - 1])
-
-            comm.run([barrier, *steps], buffer, runner=timed)
+            comm.run([barrier, *steps], buffer, runner=functools.partial(_timed, samples))
     a = torch.ones(REDUCE_BYTES // 4, dtype=torch.float32)
     b = torch.ones_like(a)
     a.add_(b)
@@ -133,6 +122,18 @@ def _busy_all_reduce(ctx: RankContext[None], comm: Comm, builtin: bool = False) 
         if rep >= 2:  # two warm-ups
             samples.append(time.perf_counter() - start)
     return samples
+
+
+def _timed(samples: list[list[float]], actions: list[Action], handler: Any) -> None:
+    """Run a barrier then a ring's steps, appending [start, end, steps] to `samples`: the
+    clock starts as the barrier releases. Absolute times (one monotonic clock for every
+    process of this machine): the fit spans the first rank's start to the last one's
+    end, as the lesson times an iteration."""
+    handler(actions[0])
+    start = time.perf_counter()
+    for action in actions[1:]:
+        handler(action)
+    samples.append([start, time.perf_counter(), len(actions) - 1])
 
 
 def _cpu_seconds(fn: Any, reps: int = 5) -> float:

@@ -143,11 +143,11 @@ class CostModel:
         if action.arg("untimed", False):
             # Its work runs inside another span (torch DDP's all-reduce inside B): once a
             # run has timed that span, the collective adds nothing of its own (0).
-            return formula * self.collective_scale.get(async_key(action, "untimed"), 1.0)
+            return formula * self.collective_scale.get(series_scale_key(action, "untimed"), 1.0)
         if action.nonblocking and action.algorithm == "builtin":
             # A DDP bucket: its lesson refines the link's latency, and a run times each
             # series' own buckets (refine_collectives: their time once they could start).
-            return formula * self.collective_scale.get(async_key(action), 1.0)
+            return formula * self.collective_scale.get(series_scale_key(action), 1.0)
         key, scales = scale_key(action), self.collective_scale
         return formula * scales.get(sized_key(key, action), scales.get(key, 1.0))
 
@@ -217,10 +217,10 @@ def scale_key(action: Action) -> str:
     return f"builtin.{action.kind}" if action.algorithm == "builtin" else action.kind
 
 
-def async_key(action: Action, how: str = "async") -> str:
-    """The `collective_scale` entry of a series' non-blocking collectives of one kind (a
-    DDP bucket's all-reduce), as a run timed them: `<series>:async.<kind>`; with `how`
-    "untimed", of those whose work a run times inside another span."""
+def series_scale_key(action: Action, how: str = "async") -> str:
+    """The `collective_scale` entry of one series' collectives of one kind as a run timed
+    them: `<series>:async.<kind>` for the non-blocking ones (a DDP bucket's all-reduce),
+    `<series>:untimed.<kind>` for those whose work a run times inside another span."""
     key = f"{how}.{action.kind}"
     return series_key(action.series, key) if action.series else key
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from runtime.costmodel import SEND_ISSUE, CostModel, async_key, scale_key, sized_key
+from runtime.costmodel import SEND_ISSUE, CostModel, scale_key, series_scale_key, sized_key
 from runtime.program import Action, Program
 from runtime.trace import Timeline
 
@@ -128,7 +128,7 @@ def refine_collectives(
         if action.arg("untimed", False):
             # It stands for work done inside another span, which the run timed: the
             # collective costs nothing of its own after it (CostModel.collective_time).
-            untimed.add(async_key(action, "untimed"))
+            untimed.add(series_scale_key(action, "untimed"))
             continue
         if action.nonblocking:
             continue  # a DDP bucket: _async_ratios
@@ -210,7 +210,7 @@ def _async_ratios(
         if len(members) != len(action.group or ()):
             continue
         took = statistics.median(end for _, _, end in members) - max(s for _, s, _ in members)
-        box = sums.setdefault((async_key(action), action.step), [0.0, 0.0])
+        box = sums.setdefault((series_scale_key(action), action.step), [0.0, 0.0])
         box[0] += max(0.0, took)
         box[1] += model.collective_formula(action)
     # Per step, the sum over its buckets, not each one's ratio: a rank learns that a

@@ -292,6 +292,11 @@ class Lesson(Generic[P, R]):
         metrics, curves = hook(params, model, run) if hook is not None else ([], [])
         return metrics, [*self.curves(params), *curves]
 
+    def figure_metrics(self, params: P, model: CostModel) -> list[Metric]:
+        """The hook's metrics before a run, without drawing the lesson's curves."""
+        hook = self.hooks.figures
+        return hook(params, model, None)[0] if hook is not None else []
+
     def step_for_phase(self, phase: str | None) -> NarrativeStep | None:
         for step in self.narrative:
             if phase in step.phases:

@@ -431,7 +431,7 @@ def test_refine_ddp_buckets_per_series_from_when_each_could_start() -> None:
     when it could start (every member launched it, each member's previous one ended) to
     the members' median end, as the simulator runs them; per step their sum over the
     formula's, the median over steps; each series its own scale."""
-    from runtime.costmodel import async_key
+    from runtime.costmodel import series_scale_key
     from runtime.refine import refine_collectives
     from runtime.trace import Span, Timeline
 
@@ -457,8 +457,8 @@ def test_refine_ddp_buckets_per_series_from_when_each_could_start() -> None:
                 )
     refined = refine_collectives(MODEL, program, Timeline(spans))
     a, b = program.ranks[0][0], program.ranks[0][2]
-    assert refined.collective_scale[async_key(a)] == pytest.approx(2.5)
-    assert refined.collective_scale[async_key(b)] == pytest.approx(1.0)
+    assert refined.collective_scale[series_scale_key(a)] == pytest.approx(2.5)
+    assert refined.collective_scale[series_scale_key(b)] == pytest.approx(1.0)
     assert refined.collective_time(a) == pytest.approx(2.5 * unit)
 
 

@@ -41,7 +41,7 @@ from playground.export.memory import memory_html
 from playground.export.timeline import build_figure
 from playground.export.workers import workers_html
 from playground.formatting import format_value, metric_table
-from playground.prediction_error import AFTER_RUN_BUDGET, BEFORE_RUN_BUDGET
+from playground.prediction_error import AFTER_RUN_BUDGET, BEFORE_RUN_BUDGET, mark
 from runtime.files import write_text_atomic
 from runtime.units import format_seconds
 
@@ -126,10 +126,9 @@ def _budget_html(outcome: Outcome) -> str:
             (m.before, m.before_error, row.before_within),
             (m.predicted, m.error, row.after_within),
         ):
-            mark = "" if within is None else (" ✓" if within else " ✗")
             cells += [
                 format_value(m.unit, predicted),
-                f"{error:.1%}{mark}" if error is not None else "",
+                mark(error, within) if error is not None else "",
             ]
         label = " ".join(filter(None, (m.series, m.name)))
         out.append(
