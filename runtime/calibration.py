@@ -35,7 +35,7 @@ from runtime.costmodel import CostModel
 from runtime.files import write_text_atomic
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
-METHOD_VERSION = 14
+METHOD_VERSION = 15
 # What the ranks of a calibration run (runtime.calibration_rank).
 RANK_ENTRY = "runtime.calibration_rank:run_rank"
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
@@ -47,6 +47,9 @@ BLOCK_SHAPES = ((32, 64, 16), (32, 512, 16), (64, 512, 64), (64, 2048, 64), (128
 BLOCK_ROUNDS = 3  # per shape, after a warm-up round: the median of every forward, backward
 LIVE_GRAPHS = 4  # forwards whose activations are alive at once, then their backwards
 DISK_BYTES = 4 * 2**20
+# Adam's cost per tensor, from this many tensors of this many elements beside one large
+# tensor (runtime.calibration_rank._adam): a MiniGPT block's LayerNorm and bias sizes.
+ADAM_TENSORS, ADAM_SMALL, ADAM_LARGE = 32, 64, 2**18
 # The all-reduce timed between computes (collective_scale): a ZeRO unit's gradients.
 BUSY_BYTES = 256 * 2**10
 BUSY_REPS = 12
@@ -222,7 +225,10 @@ def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
         backward_overhead_s=b_overhead,
         forward_s_per_element=f_element,
         backward_s_per_element=b_element,
-        adam_s_per_element=statistics.median(r["adam_s_per_element"] for r in rank_results),
+        **fit_adam(
+            statistics.median(r["adam"][0] for r in rank_results),
+            statistics.median(r["adam"][1] for r in rank_results),
+        ),
         disk_bytes_per_s=disk[0] if disk else 5e8,
         **sharded,
         **parallel,
@@ -230,6 +236,20 @@ def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
         "on this machine, "
         "every rank busy at once (CPU seconds)",
     )
+
+
+def fit_adam(large_s: float, small_s: float) -> dict[str, float]:
+    """Adam's seconds per element and per tensor (ComputeRates.adam_s_per_*) from one
+    step over one tensor of ADAM_LARGE elements (`large_s`) and one over ADAM_TENSORS of
+    ADAM_SMALL (`small_s`): t = elements · e + tensors · c, two equations, two unknowns;
+    neither below zero (noise can make the small step look cheaper than its elements)."""
+    small_elements = ADAM_TENSORS * ADAM_SMALL
+    # Eliminate e: small_s - large_s · small_elements / ADAM_LARGE = c · (tensors - that share)
+    per_tensor = max(0.0, small_s - large_s * small_elements / ADAM_LARGE) / (
+        ADAM_TENSORS - small_elements / ADAM_LARGE
+    )
+    per_element = max(0.0, large_s - per_tensor) / ADAM_LARGE
+    return {"adam_s_per_element": per_element, "adam_s_per_tensor": per_tensor}
 
 
 def sharded_overheads(rows: list[list[float]]) -> dict[str, float]:

@@ -2,7 +2,7 @@
 
 The `calibrate` job of runtime.worker; runtime.calibration fits the numbers.
 Then the compute half (runtime.compute): a MiniGPT block's forward and backward
-at the shapes the lessons use, an Adam step, FSDP2's and tensor parallelism's
+at the shapes the lessons use, an Adam step (per element and per tensor), FSDP2's and tensor parallelism's
 overheads, and (rank 0) a checkpoint-sized fsync'ed write, all in CPU seconds
 with every rank busy at once.
 The ring steps are the very Actions and executor the hand-made ring uses
@@ -28,6 +28,9 @@ import torch.distributed as dist
 
 from runtime import collectives
 from runtime.calibration import (
+    ADAM_LARGE,
+    ADAM_SMALL,
+    ADAM_TENSORS,
     BLOCK_ROUNDS,
     BLOCK_SHAPES,
     BUSY_BYTES,
@@ -89,7 +92,7 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
         "busy_all_reduce": _busy_all_reduce(ctx, comm) if n > 1 else [],
         "busy_builtin_all_reduce": _busy_all_reduce(ctx, comm, builtin=True) if n > 1 else [],
         "blocks": _blocks(),
-        "adam_s_per_element": _adam(),
+        "adam": _adam(),
         "disk_bytes_per_s": _disk() if rank == 0 else None,
         "sharded": _sharded(rank),
         # An MLP splits evenly only over a world size that divides its 4h columns.
@@ -278,12 +281,18 @@ def _parallelized() -> list[float]:
     return out
 
 
-def _adam() -> float:
-    """CPU seconds of one Adam step, per parameter element."""
-    param = torch.nn.Parameter(torch.randn(2**18))
-    param.grad = torch.randn_like(param)
-    optimizer = torch.optim.Adam([param], lr=1e-3)
-    return _cpu_seconds(optimizer.step) / param.numel()
+def _adam() -> list[float]:
+    """CPU seconds of one Adam step (torch's default on a CPU: a loop over the tensors)
+    over one large tensor, then over many small ones: runtime.calibration.fit_adam
+    splits them into a cost per element and one per tensor."""
+    return [_adam_seconds([ADAM_LARGE]), _adam_seconds([ADAM_SMALL] * ADAM_TENSORS)]
+
+
+def _adam_seconds(sizes: list[int]) -> float:
+    params = [torch.nn.Parameter(torch.randn(n)) for n in sizes]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    return _cpu_seconds(torch.optim.Adam(params, lr=1e-3).step, reps=REPS)
 
 
 def _disk() -> float:

@@ -10,7 +10,8 @@ the lesson's measured costs replace the estimates (runtime.refine.refine).
 - On this machine, `playground calibrate` measures them (runtime.calibration_rank):
   a MiniGPT block's forward and backward at a few shapes, in CPU seconds, with
   the threads a rank runs with and every rank busy at once, fitted to
-  t = overhead + flops / rate; Adam per element; the disk's fsync'ed write rate.
+  t = overhead + flops / rate; Adam per element and per tensor; the disk's fsync'ed
+  write rate.
   CPU seconds are what one core spends alone: the simulator adds the sharing of
   cores among ranks itself (CostModel.cores), so it must not be counted twice.
 - On a GPU profile (runtime.profiles) they come from the datasheet's peak FLOP/s
@@ -34,6 +35,9 @@ class ComputeRates:
     backward_overhead_s: float
     adam_s_per_element: float  # one Adam update of one fp32 parameter
     disk_bytes_per_s: float = 5e8  # writing a checkpoint, fsync included
+    # ... and per parameter tensor: torch's Adam on a CPU loops over its tensors, a dozen
+    # operators each; a MiniGPT's 29 small tensors cost it more than their elements.
+    adam_s_per_tensor: float = 0.0
     # torch's FSDP2, per parameter tensor per step, beyond the FLOPs: its DTensor
     # bookkeeping, the copy into and out of each all-gather/reduce-scatter buffer and the
     # latency of those collectives (forward, backward), and Adam over DTensors (opt).
@@ -86,8 +90,9 @@ class ComputeRates:
             + 2 * flops / self.backward_flops_per_s,
         )
 
-    def adam_seconds(self, elements: float) -> float:
-        return elements * self.adam_s_per_element
+    def adam_seconds(self, elements: float, tensors: int = 1) -> float:
+        """One Adam step over `elements` parameters held in `tensors` tensors."""
+        return elements * self.adam_s_per_element + tensors * self.adam_s_per_tensor
 
     def sharded_seconds(self, tensors: int) -> tuple[float, float, float]:
         """(forward, backward, Adam) seconds FSDP2 adds per step for `tensors` parameter
@@ -172,6 +177,7 @@ TYPICAL_CPU = ComputeRates(
     forward_overhead_s=150e-6,
     backward_overhead_s=400e-6,
     adam_s_per_element=3e-9,
+    adam_s_per_tensor=20e-6,
     disk_bytes_per_s=5e8,
     source="typical one-core figures of PyTorch on a recent x86 CPU (not measured here)",
 )
@@ -200,6 +206,7 @@ def gpu(
         forward_overhead_s=12 * launch_s,
         backward_overhead_s=24 * launch_s,
         adam_s_per_element=28 / memory_bytes_per_s,
+        adam_s_per_tensor=launch_s,  # one multi-tensor (foreach) kernel per few tensors
         disk_bytes_per_s=2e9,
         sharded_forward_s=4 * launch_s,
         sharded_backward_s=8 * launch_s,

@@ -116,3 +116,28 @@ def test_saving_drops_an_older_methods_entries_and_keeps_other_hosts(tmp_path, m
     kept = set(json.loads(calibration.cache_file().read_text()))
     assert kept == {calibration.cache_key("gloo", 4), other_host, two}
     assert calibration.lookup("gloo", 4) is not None
+
+
+def test_adam_fit_splits_elements_from_tensors():
+    """An Adam step over one large tensor and one over many small ones give back the
+    per-element and per-tensor costs they were made of; noise never makes one negative."""
+    from runtime.calibration import ADAM_LARGE, ADAM_SMALL, ADAM_TENSORS, fit_adam
+
+    e, c = 3e-9, 25e-6
+    large = ADAM_LARGE * e + c
+    small = ADAM_TENSORS * (ADAM_SMALL * e + c)
+    fitted = fit_adam(large, small)
+    assert fitted["adam_s_per_element"] == pytest.approx(e)
+    assert fitted["adam_s_per_tensor"] == pytest.approx(c)
+    # Many small tensors timed cheaper than their elements: no per-tensor cost, not < 0.
+    assert fit_adam(large, 1e-9)["adam_s_per_tensor"] == 0.0
+    assert fit_adam(large, small)["adam_s_per_element"] >= 0
+
+
+def test_adam_seconds_adds_a_cost_per_tensor():
+    from runtime.compute import TYPICAL_CPU
+
+    one = TYPICAL_CPU.adam_seconds(1000)
+    assert TYPICAL_CPU.adam_seconds(1000, 29) == pytest.approx(
+        one + 28 * TYPICAL_CPU.adam_s_per_tensor
+    )

@@ -340,3 +340,4 @@ def test_calibrate_one_rank_times_compute_and_no_link(tmp_path) -> None:
     assert set(model["collective_scale"].values()) == {1.0}
     assert model["rates"]["forward_flops_per_s"] > 0 and model["rates"]["sharded_adam_s"] >= 0
     assert model["rates"]["forward_s_per_element"] >= 0
+    assert model["rates"]["adam_s_per_tensor"] > 0  # torch's Adam loops over tensors on a CPU

@@ -417,7 +417,11 @@ def test_fsdp2_estimate_adds_its_overheads_and_bytes():
     moved = params.psi * 4 * 3 / 4 * 1e-9
     assert costs["F.fsdp2"] == pytest.approx(flops_f + tensors * 3e-4 + moved)
     assert costs["B.fsdp2"] == pytest.approx(flops_b + tensors * 3e-4 + 2 * moved)
-    assert costs["opt.fsdp2"] == pytest.approx(costs["opt.zero3"] + tensors * 1.5e-4)
+    # The hand-made stages' Adam steps one flat tensor per unit, FSDP2's one fused Adam.
+    shard = params.psi / params.ranks
+    assert costs["opt.zero3"] == pytest.approx(TYPICAL_CPU.adam_seconds(shard, units))
+    fused = TYPICAL_CPU.adam_seconds(shard, 1)
+    assert costs["opt.fsdp2"] == pytest.approx(fused + tensors * 1.5e-4)
     assert costs["opt.fsdp2.first"] == pytest.approx(costs["opt.fsdp2"] + tensors * 5e-3)
     first = [a for a in build(params).actions() if a.kind == "opt" and a.series == "fsdp2"]
     assert {a.cost_key for a in first if a.step == 0} == {"opt.fsdp2.first"}

@@ -107,6 +107,7 @@ def estimate(params: MixedParams, model: CostModel) -> CostModel:
     parts = params.model.costs(rates, params.microbatch * params.model.seq)
     gpu = rates.peak_flops_per_s is not None
     layers, psi = params.model.layers, params.psi
+    adam = rates.adam_seconds(psi, params.model.parameter_tensors)  # over the model's tensors
     estimated: dict[str, float] = {}
     for v in variants(params):
         slower = (GPU_FP32 if v.precision == "fp32" else 1.0) if gpu else (
@@ -118,8 +119,8 @@ def estimate(params: MixedParams, model: CostModel) -> CostModel:
         estimated[f"B.{s}.head"] = parts.head[1] * slower
         estimated[f"B.{s}.block"] = parts.block[1] * slower
         estimated[f"B.{s}.emb"] = parts.embedding[1] * slower
-        estimated[f"U.{s}"] = rates.adam_seconds(psi) / 3
-        estimated[f"opt.{s}"] = rates.adam_seconds(psi) * (1 if v.precision == "fp32" else 4 / 3)
+        estimated[f"U.{s}"] = adam / 3
+        estimated[f"opt.{s}"] = adam * (1 if v.precision == "fp32" else 4 / 3)
     return replace(model, compute={**model.compute, **estimated})
 
 

@@ -77,7 +77,7 @@ class WhyParams(Params):
     top: int = integer(8, 1, 64)
     ranks: int = integer(4, 2, 8, 8)
     gpu_memory: int = size(0)
-    steps: int = integer(2, 1, 5)
+    steps: int = integer(3, 1, 5)
 
     def check(self, mode: Mode) -> None:
         if self.ranks & (self.ranks - 1):

@@ -227,7 +227,7 @@ def estimate(params: ZeroParams, model: CostModel) -> CostModel:
     calibrated on this machine, or a datasheet's): a unit's forward is its operators'
     overhead plus 2·elements·tokens FLOPs (+ attention in a block) plus its activations
     through the elementwise operators, its backward twice the FLOPs; Adam per element
-    each rank updates. Elements follow Ψ, so a 7B model costs a 7B model's FLOPs
+    each rank updates and per tensor it steps. Elements follow Ψ, so a 7B model costs a 7B model's FLOPs
     whatever the shape knobs."""
     rates = model.rates or TYPICAL_CPU
     shape = params.model
@@ -264,7 +264,10 @@ def estimate(params: ZeroParams, model: CostModel) -> CostModel:
     )
     for stage in STAGES:
         local = params.psi if stage == "ddp" else params.psi / params.ranks
-        estimated[f"opt.{stage}"] = rates.adam_seconds(local) + adam * (stage == "fsdp2")
+        # The hand-made stages step one flat tensor per unit; FSDP2 one fused Adam over
+        # its DTensors, its per-tensor cost calibrated apart (`adam`).
+        tensors = 1 if stage == "fsdp2" else len(numels)
+        estimated[f"opt.{stage}"] = rates.adam_seconds(local, tensors) + adam * (stage == "fsdp2")
     first = shape.parameter_tensors * rates.sharded_first_adam_s
     estimated[FIRST_FSDP2_ADAM] = estimated["opt.fsdp2"] + first
     return replace(model, compute={**model.compute, **estimated})
