@@ -127,6 +127,7 @@ def report_calibration(model: CostModel, as_json: bool) -> None:
                 be=f"{rates.backward_s_per_element * 1e9:.1f}",
                 adam=f"{rates.adam_s_per_element * 1e9:.2f}",
                 adam_tensor=format_seconds(rates.adam_s_per_tensor),
+                op=format_seconds(rates.op_seconds()),
                 disk=f"{rates.disk_bytes_per_s / 1e6:.0f}",
             )
         )

@@ -120,6 +120,7 @@ class RatesDoc(Struct, frozen=True):
     parallel_backward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
     forward_s_per_element: Annotated[float, Meta(ge=0, le=1)] = 0.0
     backward_s_per_element: Annotated[float, Meta(ge=0, le=1)] = 0.0
+    op_s: Annotated[float, Meta(ge=0, le=1e3)] = 0.0
     peak_flops_per_s: Rate | None = None
     achieved_fraction: Fraction | None = None
     memory_bytes: Annotated[float, Meta(ge=0, le=1e18)] | None = None

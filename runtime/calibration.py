@@ -50,6 +50,7 @@ DISK_BYTES = 4 * 2**20
 # Adam's cost per tensor, from this many tensors of this many elements beside one large
 # tensor (runtime.calibration_rank._adam): a MiniGPT block's LayerNorm and bias sizes.
 ADAM_TENSORS, ADAM_SMALL, ADAM_LARGE = 32, 64, 2**18
+OP_REPS = 101  # one-token block forwards timed for an operator's cost: 0.1-0.2 ms each
 # The all-reduce timed between computes (collective_scale): a ZeRO unit's gradients.
 BUSY_BYTES = 256 * 2**10
 BUSY_REPS = 12
@@ -230,9 +231,10 @@ def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
             statistics.median(r["adam"][1] for r in rank_results),
         ),
         disk_bytes_per_s=disk[0] if disk else 5e8,
+        op_s=statistics.median(r["op_s"] for r in rank_results),
         **sharded,
         **parallel,
-        source="MiniGPT blocks, Adam, FSDP2, tensor parallelism and an fsync'ed write timed "
+        source="MiniGPT blocks, eager operators, Adam, FSDP2, tensor parallelism and an fsync'ed write timed "
         "on this machine, "
         "every rank busy at once (CPU seconds)",
     )

@@ -2,7 +2,7 @@
 
 The `calibrate` job of runtime.worker; runtime.calibration fits the numbers.
 Then the compute half (runtime.compute): a MiniGPT block's forward and backward
-at the shapes the lessons use, an Adam step (per element and per tensor), FSDP2's and tensor parallelism's
+at the shapes the lessons use, an Adam step (per element and per tensor), one eager operator, FSDP2's and tensor parallelism's
 overheads, and (rank 0) a checkpoint-sized fsync'ed write, all in CPU seconds
 with every rank busy at once.
 The ring steps are the very Actions and executor the hand-made ring uses
@@ -37,6 +37,7 @@ from runtime.calibration import (
     BUSY_REPS,
     DISK_BYTES,
     LIVE_GRAPHS,
+    OP_REPS,
     PARALLEL_SHAPE,
     REDUCE_BYTES,
     REPS,
@@ -44,6 +45,7 @@ from runtime.calibration import (
     SIZES,
 )
 from runtime.comm import Comm
+from runtime.compute import BLOCK_FORWARD_OPS
 from runtime.models import Block, GPTConfig, MiniGPT, batch
 from runtime.program import Action
 from runtime.rundirs import runs_root
@@ -93,6 +95,7 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
         "busy_builtin_all_reduce": _busy_all_reduce(ctx, comm, builtin=True) if n > 1 else [],
         "blocks": _blocks(),
         "adam": _adam(),
+        "op_s": _op_seconds(),
         "disk_bytes_per_s": _disk() if rank == 0 else None,
         "sharded": _sharded(rank),
         # An MLP splits evenly only over a world size that divides its 4h columns.
@@ -279,6 +282,18 @@ def _parallelized() -> list[float]:
                 backward.append(time.process_time() - middle)
         out += [statistics.median(forward), statistics.median(backward)]
     return out
+
+
+def _op_seconds() -> float:
+    """CPU seconds of one eager operator outside autograd: a one-token block forward
+    under no_grad (its FLOPs next to nothing) over the BLOCK_FORWARD_OPS operators it
+    dispatches, as a server's decode step runs hundreds of them."""
+    block = Block(GPTConfig(vocab=64, seq=16, hidden=32, heads=4, layers=1))
+    x = torch.randn(1, 1, 32)
+    with torch.no_grad():
+        for _ in range(20):  # warm-up: first calls fill torch's dispatch caches
+            block(x)
+        return _cpu_seconds(lambda: block(x), reps=OP_REPS) / BLOCK_FORWARD_OPS
 
 
 def _adam() -> list[float]:

@@ -26,6 +26,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+# Operators a runtime.models.Block forward dispatches on one token (LayerNorms,
+# projections, views, softmax, GELU, residual adds), counted at torch's dispatcher
+# (tests/test_inference_ops.py).
+BLOCK_FORWARD_OPS = 32
+
 
 @dataclass(frozen=True)
 class ComputeRates:
@@ -57,6 +62,10 @@ class ComputeRates:
     # datasheet profile leaves it in its achieved fraction (0).
     forward_s_per_element: float = 0.0
     backward_s_per_element: float = 0.0
+    # One eager operator outside autograd (a server's decode step is hundreds of them):
+    # dispatch and launch, no FLOPs to speak of. 0: a block forward's overhead over its
+    # operators (`op_seconds`).
+    op_s: float = 0.0
     peak_flops_per_s: float | None = None  # a datasheet's figure, when there is one
     achieved_fraction: float | None = None  # MFU assumed against that peak
     memory_bytes: float | None = None  # one device's memory (a datasheet's)
@@ -107,6 +116,11 @@ class ComputeRates:
         """(forward, backward) seconds torch's tensor parallelism adds for `modules`
         parallelized modules, beyond their FLOPs and collectives."""
         return modules * self.parallel_forward_s, modules * self.parallel_backward_s
+
+    def op_seconds(self) -> float:
+        """One eager operator's cost: measured, or a block forward's overhead over the
+        BLOCK_FORWARD_OPS operators it dispatches."""
+        return self.op_s or self.forward_overhead_s / BLOCK_FORWARD_OPS
 
     def write_seconds(self, nbytes: float) -> float:
         return nbytes / self.disk_bytes_per_s
@@ -179,6 +193,7 @@ TYPICAL_CPU = ComputeRates(
     adam_s_per_element=3e-9,
     adam_s_per_tensor=20e-6,
     disk_bytes_per_s=5e8,
+    op_s=5e-6,
     source="typical one-core figures of PyTorch on a recent x86 CPU (not measured here)",
 )
 
@@ -214,6 +229,7 @@ def gpu(
         sharded_first_adam_s=5e-3,  # host-side, once: as on a CPU
         parallel_forward_s=4 * launch_s,
         parallel_backward_s=8 * launch_s,
+        op_s=launch_s,
         peak_flops_per_s=peak_flops_per_s,
         achieved_fraction=achieved_fraction,
         memory_bytes=memory_bytes,

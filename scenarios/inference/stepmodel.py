@@ -20,10 +20,11 @@ tokens is compute-bound. The KV read grows with every sequence's context.
 
 - FLOPs: 2 per weight per token, and 4·q_dim per query·key pair (QKᵀ and AV).
 - Bytes: the slice's weights, the KV read, the new KV written.
-- Operators: each part is a few eager operators (`launch` seconds each); on a
-  CPU this is most of a small model's time, and the MiniGPT's attention is a
-  loop over sequences there (a few operators each, `seq_ops`), where a GPU's
-  paged-attention kernel takes the batch at once (seq_ops 0).
+- Operators: each part is a few eager operators (`launch` seconds each: the
+  calibrated ComputeRates.op_seconds); on a CPU this is most of a small model's
+  time, and the MiniGPT's attention is a loop over sequences there (47
+  operators each, `seq_ops`), where a GPU's paged-attention kernel takes the
+  batch at once (seq_ops 0).
 - Under TP each rank holds heads/t query heads and max(1, kv_heads/t) KV heads
   (beyond t = kv_heads the KV heads are replicated, as vLLM does); the layer
   then all-reduces T·h activations twice and the head all-gathers O·V logits.
@@ -49,11 +50,13 @@ from runtime.profiles import PROFILES
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 ADAM_BYTES_PER_ELEMENT = 28  # runtime.compute.gpu: what Adam streams per parameter
 TOKEN_BYTES = 8  # a sampled token id (int64) sent back to the first stage
-# Eager operators per part of a layer and per sequence in attention (the rank code,
-# scenarios.inference.decode): norm, projections, views, residual add.
-OPS = {"embed": 3, "attn": 6, "mlp": 5, "head": 4}
-SEQ_OPS_CPU = 4  # write K/V, gather blocks, attention, mask: per sequence, per layer
-BLOCK_FORWARD_OPS = 12  # runtime.compute: a block forward's eager operators
+# Eager operators per part of a layer, and per sequence in attention, as the rank code
+# (scenarios.inference.decode) dispatches them (counted in tests/test_inference_ops.py):
+# norm, projections, views, residual add; per sequence its positions, block table, the
+# K/V writes and gathers, the mask and scaled_dot_product_attention's own operators.
+OPS = {"embed": 4, "attn": 10, "mlp": 6, "head": 7}
+SEQ_OPS_CPU = 47
+EMBED_SEQ_OPS_CPU = 1  # each sequence's positions
 
 
 @dataclass(frozen=True)
@@ -167,7 +170,7 @@ class Device:
         return cls(
             flops_per_s=rates.forward_flops_per_s,
             bytes_per_s=ADAM_BYTES_PER_ELEMENT / rates.adam_s_per_element,
-            launch_s=rates.forward_overhead_s / BLOCK_FORWARD_OPS,
+            launch_s=rates.op_seconds(),
             seq_ops=0 if on_gpu else SEQ_OPS_CPU,
             alpha=model.alpha,
             beta=model.beta,
@@ -203,6 +206,7 @@ def part_seconds(shape: Shape, device: Device, part: str, work: Work, tp: int = 
     ops = OPS[part]
     if part == "embed":
         flops, nbytes = 0.0, work.tokens * shape.hidden * wb
+        ops += EMBED_SEQ_OPS_CPU * work.seqs if device.seq_ops else 0
     elif part == "attn":
         weights = shape.attn_params / tp
         kv_width = 2 * shape.kv_heads_per_rank(tp) * shape.head_dim * wb
