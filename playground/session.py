@@ -329,8 +329,9 @@ def finish(
     if result.restarts is None or not result.restarts.failures:
         # After a restart the same Actions ran again, maybe on fewer ranks with more work
         # each: their spans are no measure of the Program's costs.
-        refined = refine_compute(refined, program, measured, simulate(program, refined))
-        replayed = replay_compute(refined, program, measured)
+        warm = lesson.hooks.warmup_steps(params)  # steps the lesson's times leave out
+        refined = refine_compute(refined, program, measured, simulate(program, refined), warm)
+        replayed = replay_compute(refined, program, measured, warm)
     predicted = simulate(program, replayed)
     run_data = RunData(measured, results, result.restarts)
     metrics = lesson.metrics(params, predicted, run_data)

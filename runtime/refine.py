@@ -224,7 +224,11 @@ def _async_ratios(
 
 
 def refine_compute(
-    model: CostModel, program: Program, measured: Timeline, predicted: Timeline
+    model: CostModel,
+    program: Program,
+    measured: Timeline,
+    predicted: Timeline,
+    warmup_steps: int = 0,
 ) -> CostModel:
     """The model after a run, each compute cost scaled so that its actions' simulated
     spans add up to what the run's spans did.
@@ -240,6 +244,7 @@ def refine_compute(
     run disturbed by the machine cannot throw the model far. What is left of the error
     after this is the simulator's: the order of the actions, the waits, the overlap. A
     slowed run (--fault slow) keeps its costs: its peers' waits would be read as compute.
+    The first `warmup_steps` steps are left out, when the lesson's times leave them out.
     """
     if model.slow:
         # A rank slowed on purpose makes its peers wait, and inside torch's own compute
@@ -247,7 +252,7 @@ def refine_compute(
         return model
     scale = {
         key: ratio
-        for key, ratio in compute_scales(program, measured, predicted, by_key).items()
+        for key, ratio in compute_scales(program, measured, predicted, by_key, warmup_steps).items()
         if key in model.compute
     }
     if not scale:
@@ -270,16 +275,20 @@ def compute_scales(
     measured: Timeline,
     predicted: Timeline,
     group: Callable[[Action], Hashable | None],
+    warmup_steps: int = 0,
 ) -> dict[Hashable, float]:
     """Per group of compute Actions (`group(action)`; None leaves one out): the sum of
     their measured spans over the sum of their predicted ones (the sum is what a
     makespan pays), bounded to [0.25, 4] so a run disturbed by the machine cannot throw
-    the model far. Groups with nothing timed are absent."""
+    the model far. Groups with nothing timed are absent. Actions of the first
+    `warmup_steps` steps are left out (a lesson that times its steady steps only)."""
     forecast = predicted.by_action()
     spans = measured.by_action()
     sums: dict[Hashable, list[float]] = {}
     for action in program.actions():
         if not action.is_compute or action.id not in spans or action.id not in forecast:
+            continue
+        if action.step is not None and action.step < warmup_steps:
             continue
         name = group(action)
         if name is None:

@@ -21,7 +21,9 @@ from runtime.simulate import simulate
 from runtime.trace import Timeline
 
 
-def replay_compute(model: CostModel, program: Program, measured: Timeline) -> CostModel:
+def replay_compute(
+    model: CostModel, program: Program, measured: Timeline, warmup_steps: int = 0
+) -> CostModel:
     """The model the prediction beside a finished run is simulated with: each compute
     cost what its spans took on the wall, the cores no longer shared (`cores` None).
 
@@ -35,7 +37,8 @@ def replay_compute(model: CostModel, program: Program, measured: Timeline) -> Co
     failure-resume's, come out the same either way). The model with sharing stays the
     one to predict other configurations from. Each series (a zero stage, a pipeline
     schedule) gets its own compute costs on top (_own_series). A slowed run keeps its
-    model (its costs are CPU seconds: refine_compute)."""
+    model (its costs are CPU seconds: refine_compute). The first `warmup_steps` steps'
+    spans are left out, as the lesson's times leave them out."""
     if model.slow or not model.cores:
         return model
     # Start from the costs at the share of a core every rank would have (ranks/cores
@@ -44,13 +47,19 @@ def replay_compute(model: CostModel, program: Program, measured: Timeline) -> Co
     keys = {by_key(a) for a in program.actions() if a.is_compute}
     compute = {k: v * factor if k in keys else v for k, v in model.compute.items()}
     unshared = replace(model, cores=None, compute=compute)
-    replayed = refine_compute(unshared, program, measured, simulate(program, unshared))
-    replayed = _own_series(replayed, program, measured, simulate(program, replayed))
+    replayed = refine_compute(
+        unshared, program, measured, simulate(program, unshared), warmup_steps
+    )
+    replayed = _own_series(replayed, program, measured, simulate(program, replayed), warmup_steps)
     return replace(replayed, source=f"{replayed.source}; replayed on unshared cores")
 
 
 def _own_series(
-    model: CostModel, program: Program, measured: Timeline, predicted: Timeline
+    model: CostModel,
+    program: Program,
+    measured: Timeline,
+    predicted: Timeline,
+    warmup_steps: int,
 ) -> CostModel:
     """Each series' own compute costs (`<series>:<key>`, runtime.costmodel.series_key):
     its spans' sum over its simulated ones, on top of the cost every series shares. The
@@ -62,6 +71,7 @@ def _own_series(
         measured,
         predicted,
         lambda action: (action.series, by_key(action)) if action.series else None,
+        warmup_steps,
     )
     own = {
         series_key(series, key): model.compute[key] * ratio

@@ -486,6 +486,32 @@ def test_refine_compute_makes_the_simulated_spans_add_up_to_the_measured() -> No
     assert "compute as its spans measured" in refined.source
 
 
+def test_refine_compute_leaves_the_warmup_steps_out() -> None:
+    """A first step at twice the cost (Adam allocating its moments): a lesson that times
+    its steady steps only refines from those, and so does the replay."""
+    from dataclasses import replace
+
+    from runtime.refine import refine_compute
+    from runtime.replay import replay_compute
+    from runtime.trace import Timeline
+
+    model = replace(MODEL, compute={"F": 1e-3}, cores=1)
+    program = Program(1)
+    for step in range(3):
+        program.add(Action(f"f{step}", 0, "F", cost_key="F", step=step))
+    before = simulate(program, model)
+    measured = Timeline(
+        [replace(s, end=s.start + (s.end - s.start) * (2.0 if s.step == 0 else 1.2))
+         for s in before.spans]
+    )  # fmt: skip
+    every = refine_compute(model, program, measured, before)
+    steady = refine_compute(model, program, measured, before, warmup_steps=1)
+    assert every.compute["F"] == pytest.approx(1e-3 * 4.4 / 3)
+    assert steady.compute["F"] == pytest.approx(1.2e-3)
+    replayed = replay_compute(steady, program, measured, warmup_steps=1)
+    assert simulate(program, replayed).by_action()["f2"].duration == pytest.approx(1.2e-3)
+
+
 def test_replay_compute_keeps_each_span_as_measured_without_sharing_the_cores_again() -> None:
     """Four ranks on two cores whose forwards each took 10 ms on the wall, whether all
     four computed or one did: shared again, the lone one would come out at half the

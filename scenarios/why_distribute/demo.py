@@ -279,19 +279,23 @@ def _timing(
     return out
 
 
+def warmup_steps(steps: int) -> int:
+    """The steps the timing leaves out: the first, when there is another to time. It
+    pays what a process pays once, not what DDP costs: Adam allocating its moments,
+    torch's DDP rebuilding its buckets after its first backward, the first forward at a
+    new batch shape; it ran at 1.5-2x the next one's time here (hidden 64), a warm-up a
+    benchmark leaves out (and the model refined after a run: Hooks.warmup_steps)."""
+    return 1 if steps > 1 else 0
+
+
 def steady_step_s(timeline: Timeline, series: str, steps: int) -> float:
-    """One step of a series once it runs steadily: its steps after the first, from the
-    first one's start to the last one's end, per step (all of them with one step). The
-    first step pays what a process pays once, not what DDP costs: Adam allocating its
-    moments, torch's DDP rebuilding its buckets after its first backward, the first
-    forward at a new batch shape; it ran at 1.5-2x the next one's time here (hidden 64),
-    a warm-up a benchmark leaves out. Barriers excluded, as
+    """One step of a series once it runs steadily: its steps after the warm-up, from the
+    first one's start to the last one's end, per step. Barriers excluded, as
     scenarios.zero.lesson.steps_time (the wait in one is the series' model being built
     and the previous series' skew)."""
-    spans = [s for s in timeline.of_series(series) if s.kind != "barrier"]
-    if steps > 1:
-        return makespan(s for s in spans if (s.step or 0) >= 1) / (steps - 1)
-    return makespan(spans)
+    warm = warmup_steps(steps)
+    spans = (s for s in timeline.of_series(series) if s.kind != "barrier")
+    return makespan(s for s in spans if (s.step or 0) >= warm) / (steps - warm)
 
 
 def refusal_line(rank: int, label: str, held: dict[str, int], cap: int) -> dict[str, str]:

@@ -189,5 +189,6 @@ HOOKS = Hooks(
     curves=curves,
     preload=(*FSDP2_MODULES, *OPTIMIZER_MODULES),
     headline=("step_s",),
+    warmup_steps=lambda params: demo.warmup_steps(params.steps),
 )
 LESSON = Lesson("why-distribute", 0, TEXTS, WhyParams, WhyResult, build, metrics, RANK_ENTRY, HOOKS)

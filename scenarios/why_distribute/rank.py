@@ -17,7 +17,8 @@ ranks` sequences a step, a different seed each step):
    others wait at the next barrier. Parameters compared with the reference.
 
 Compute costs for the prediction are the CPU seconds each F, B and Adam took
-(all ranks share the cores; the simulator models that), the median per key.
+(all ranks share the cores; the simulator models that), the median per key over
+the steps the timing counts (after the warm-up: demo.warmup_steps).
 
 Engine part: imports torch (rank processes only; the UI never imports this).
 """
@@ -70,6 +71,7 @@ def run_rank(ctx: RankContext[WhyParams]) -> WhyResult:
     refused: dict[str, dict[str, str]] = {}
     diffs: dict[str, float] = {}
 
+    warm = demo.warmup_steps(params.steps)
     ctx.start_clock()
     for name, group_actions in groupby(ctx.actions, key=lambda a: a.series):
         actions = list(group_actions)
@@ -99,7 +101,7 @@ def run_rank(ctx: RankContext[WhyParams]) -> WhyResult:
                     executor.set_batch(*mine[action.step])
                 start, wall = time.process_time(), time.perf_counter()
                 executor(action)
-                if action.kind in COMPUTE and action.cost_key:
+                if action.kind in COMPUTE and action.cost_key and (action.step or 0) >= warm:
                     seconds = time.process_time() - start
                     if s.kind == "fsdp2" and action.kind != "opt":
                         # its gathers wait inside F and B: wall time at this rank's core
