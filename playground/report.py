@@ -21,7 +21,7 @@ from playground.i18n import default_language, t
 from playground.prediction_error import budget_lines, budget_words
 from playground.session import Outcome, UsageError
 from runtime import calibration
-from runtime.costmodel import CostModel
+from runtime.costmodel import WAKE, CostModel
 from runtime.units import format_seconds
 from scenarios.metrics import finite
 
@@ -128,6 +128,7 @@ def report_calibration(model: CostModel, as_json: bool) -> None:
                 adam=f"{rates.adam_s_per_element * 1e9:.2f}",
                 adam_tensor=format_seconds(rates.adam_s_per_tensor),
                 op=format_seconds(rates.op_seconds()),
+                wake=format_seconds(model.compute.get(WAKE, 0.0)),
                 disk=f"{rates.disk_bytes_per_s / 1e6:.0f}",
             )
         )

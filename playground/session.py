@@ -39,7 +39,8 @@ from runtime.launch import LaunchResult, LaunchSpec, launch
 from runtime.pool import RankPool
 from runtime.profiles import PROFILES, get_profile
 from runtime.program import Program
-from runtime.refine import refine_collectives, refine_compute, refine_p2p
+from runtime.refine import refine_compute, refine_p2p
+from runtime.refine_collectives import refine_collectives
 from runtime.replay import replay_compute
 from runtime.rundirs import drop_checkpoints
 from runtime.simulate import simulate

@@ -31,7 +31,7 @@ from typing import Any
 
 from runtime import formulas
 from runtime.compute import ComputeRates, block_flops, fit_block
-from runtime.costmodel import CostModel
+from runtime.costmodel import WAKE, CostModel
 from runtime.files import write_text_atomic
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
@@ -51,6 +51,7 @@ DISK_BYTES = 4 * 2**20
 # tensor (runtime.calibration_rank._adam): a MiniGPT block's LayerNorm and bias sizes.
 ADAM_TENSORS, ADAM_SMALL, ADAM_LARGE = 32, 64, 2**18
 OP_REPS = 101  # one-token block forwards timed for an operator's cost: 0.1-0.2 ms each
+WAKE_REPS = 30  # block forwards timed right after a wait and back to back, by turns
 # The all-reduce timed between computes (collective_scale): a ZeRO unit's gradients.
 BUSY_BYTES = 256 * 2**10
 BUSY_REPS = 12
@@ -142,8 +143,8 @@ def lookup(backend: str, world_size: int, *, nearest: bool = False) -> CostModel
 
 def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> CostModel:
     """Least-squares alpha, beta from a ring step per size as the lesson times it
-    (ring_step_time); gamma from the reduce timing; the busy collectives' scales and the
-    compute rates (fit_compute)."""
+    (ring_step_time); gamma from the reduce timing; the busy collectives' scales, the
+    compute rates (fit_compute) and what a compute pays after a wait (wake_seconds)."""
     points = [
         (size, ring_step_time(r["sendrecv"][str(size)] for r in rank_results))
         for size in (SIZES if world_size > 1 else ())
@@ -167,6 +168,7 @@ def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> Co
     kinds = ("all_reduce", "reduce_scatter", "all_gather")
     return CostModel(
         rates=fit_compute(rank_results),
+        compute={WAKE: wake_seconds([r["wake"] for r in rank_results])},
         # Hand-made collectives by their kind; torch's own blocking ones as builtin.<kind>
         # (runtime.costmodel.scale_key), each as timed between computes.
         collective_scale={
@@ -238,6 +240,12 @@ def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
         "on this machine, "
         "every rank busy at once (CPU seconds)",
     )
+
+
+def wake_seconds(rows: list[list[float]]) -> float:
+    """What a compute pays right after its rank blocked (runtime.costmodel.WAKE): the
+    median over ranks of [after a wait, back to back] apart, never below zero."""
+    return max(0.0, statistics.median(after - back for after, back in rows)) if rows else 0.0
 
 
 def fit_adam(large_s: float, small_s: float) -> dict[str, float]:

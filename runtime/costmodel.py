@@ -45,6 +45,12 @@ from runtime.program import Action
 # issues (gloo's isend copies the message out on the sender's thread; NCCL's does not):
 # 0 until a run measures it (refine_p2p); runtime.simulate reads it.
 SEND_ISSUE = "send.issue"
+# ... and the seconds a compute pays when it starts right after its rank blocked (in a
+# receive, a collective, a wait): the core it runs on had idled, its caches gone cold
+# (a one-block forward ran 120-170 us longer right after a 2-rank all-reduce than back
+# to back here, 200-400 us with 4 ranks on 2 cores). Calibrated (runtime.calibration);
+# after a run, 0: the compute the ranks measured already holds the wake-ups they paid.
+WAKE = "wake.after_wait"
 
 
 @dataclass(frozen=True)
@@ -234,5 +240,5 @@ def series_key(series: str, key: str) -> str:
 
 def sized_key(key: str, action: Action) -> str:
     """The `collective_scale` entry of one size of a kind over one group size, as a run
-    timed it (runtime.refine.refine_collectives): `<key>@<bytes>/<ranks>`."""
+    timed it (runtime.refine_collectives): `<key>@<bytes>/<ranks>`."""
     return f"{key}@{action.bytes}/{len(action.group or ())}"

@@ -23,6 +23,10 @@ Semantics (the same ones the real engine implements in runtime.worker):
   not count as computing (calibration folds the CPU that loopback traffic
   burns into alpha and beta). Without a core count every compute runs at its
   base speed.
+- a compute that starts right after its rank blocked (a recv, a ring step, a
+  blocking collective, a wait, a disk write, an idle `until`) takes the cost
+  model's WAKE seconds more: the core it runs on had idled (calibrated; 0 after
+  a run, whose measured compute holds it).
 - a compute with the `until` arg, (back, seconds), computes nothing: the rank
   idles until `seconds` after the end of its action `back` places earlier (a
   server waiting for a request to arrive, on the clock its run started).
@@ -72,11 +76,11 @@ Pure: stdlib only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.costmodel import SEND_ISSUE, CostModel
+from runtime.costmodel import SEND_ISSUE, WAKE, CostModel
 from runtime.eventloop import (
     ASYNC,
     COLLECTIVE,
@@ -161,7 +165,11 @@ def compile_program(
 ) -> tuple[list[list[Op]], list[tuple[int, ...]]]:
     """Each rank's Actions as ops (runtime.eventloop), and the collective groups."""
     compiler = Compiler(model)
-    return [[compiler.op(a) for a in actions] for actions in program.ranks], compiler.groups
+    return [compiler.ops(actions) for actions in program.ranks], compiler.groups
+
+
+# Ops after which a rank has blocked: the next compute pays the cost model's WAKE.
+BLOCKING = frozenset({RECV, SENDRECV, COLLECTIVE, DRAIN, UNTIL, WAIT})
 
 
 class Compiler:
@@ -187,6 +195,19 @@ class Compiler:
                 self.groups.append(group)
             self._ids[id(group)] = gid
         return gid
+
+    def ops(self, actions: Iterable[Action], after_wait: bool = False) -> list[Op]:
+        """One rank's Actions in order as ops; a compute right after a blocking one
+        (`after_wait`: the Action before these blocked) costs the model's WAKE more."""
+        wake = self.model.compute.get(WAKE, 0.0)
+        out: list[Op] = []
+        for a in actions:
+            op = self.op(a)
+            if after_wait and wake and (op[0] == COMPUTE or op[0] == SYNCED):
+                op = (op[0], op[1] + wake, *op[2:])
+            after_wait = op[0] in BLOCKING
+            out.append(op)
+        return out
 
     def op(self, a: Action) -> Op:
         model, kind, rank = self.model, a.kind, a.rank
@@ -240,8 +261,9 @@ def simulate_lockstep(
     if model.slow:
         raise ValueError("a slowed rank is not like the others: simulate every rank")
     share = model.core_share(copies)
+    wake = model.compute.get(WAKE, 0.0)
     spans: list[Span] = []
-    t = start
+    t, waited = start, False
     for action in actions:
         if action.is_p2p:
             raise ValueError(f"{action.id}: a lockstep rank has no peer to message")
@@ -252,7 +274,8 @@ def simulate_lockstep(
         elif action.arg("io"):
             end = t + model.compute_time(action)  # waits on the disk, shares no core
         else:
-            end = t + model.compute_time(action) / share
+            end = t + (model.compute_time(action) + wake * waited) / share
+        waited = action.is_collective or bool(action.arg("io"))  # as Compiler.ops
         spans.append(span_for(action, t, end))
         t = end
     return spans

@@ -178,7 +178,7 @@ class Hooks(Generic[P]):
     preload: tuple[str, ...] = ()
     # A step that is a chain of collectives (many small ones whose sum is what counts):
     # after a run each instance is refined from its last member's arrival to its last
-    # member's end, and the scale is their mean (runtime.refine.refine_collectives).
+    # member's end, and the scale is their mean (runtime.refine_collectives).
     chained_collectives: bool = False
     # Marks read off the ranks' results (a skipped step, a loss scale that changed),
     # added to the measured timeline's.

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_hostile_replay import cli
 
-from runtime.costmodel import CostModel
+from runtime.costmodel import WAKE, CostModel
 from runtime.profiles import PROFILES
 from runtime.simulate import simulate
 from runtime.trace import Timeline
@@ -41,6 +41,8 @@ MODELS = {
     "cpu": PROFILES["cpu-default"],
     "two-cores": replace(PROFILES["cpu-default"], cores=2),  # ranks share cores
     "nodes": PROFILES["h100-nvlink"],  # 8 ranks per node, slower links between nodes
+    # As calibrated here: a compute right after a wait pays a wake-up (runtime.costmodel)
+    "woken": replace(PROFILES["cpu-default"], cores=2, compute={WAKE: 1e-4}),
 }
 
 

@@ -311,7 +311,7 @@ def test_refine_collectives_scales_each_kind_by_the_runs_median_ratio() -> None:
     instances of (member's span) / formula; kinds the run did not time keep 1.0."""
     from runtime.costmodel import CostModel
     from runtime.program import Action, Program
-    from runtime.refine import refine_collectives
+    from runtime.refine_collectives import refine_collectives
     from runtime.trace import Span, Timeline
 
     model = CostModel("m", alpha=1e-3, beta=0.0, gamma=0.0)
@@ -343,7 +343,7 @@ def test_refine_chained_collectives_from_last_arrival_to_last_end() -> None:
     member's span, arrival to end."""
     from runtime.costmodel import CostModel
     from runtime.program import Action, Program
-    from runtime.refine import refine_collectives
+    from runtime.refine_collectives import refine_collectives
     from runtime.trace import Span, Timeline
 
     model = CostModel("m", alpha=1e-3, beta=0.0, gamma=0.0)
@@ -377,7 +377,7 @@ def test_refine_scales_a_spelled_out_ring_as_measured() -> None:
     included) is predicted 1.5× slower after the run refines it."""
     from dataclasses import replace
 
-    from runtime.refine import refine_collectives
+    from runtime.refine_collectives import refine_collectives
     from runtime.trace import Timeline
 
     program = program_of(4, collectives.ring_all_reduce(list(range(4)), 2**18, 4))
@@ -394,7 +394,7 @@ def test_refine_builtin_collectives_apart_from_ddp_buckets() -> None:
     """Torch's own blocking collectives get a scale of their own (builtin.<kind>); a
     non-blocking one (a DDP bucket) one of its own (async.<kind>); one whose work is
     inside another span (torch DDP's, inside B) costs nothing once that span is timed."""
-    from runtime.refine import refine_collectives
+    from runtime.refine_collectives import refine_collectives
     from runtime.trace import Span, Timeline
 
     program = Program(2)
@@ -432,7 +432,7 @@ def test_refine_ddp_buckets_per_series_from_when_each_could_start() -> None:
     the members' median end, as the simulator runs them; per step their sum over the
     formula's, the median over steps; each series its own scale."""
     from runtime.costmodel import series_scale_key
-    from runtime.refine import refine_collectives
+    from runtime.refine_collectives import refine_collectives
     from runtime.trace import Span, Timeline
 
     program = Program(2)
@@ -610,7 +610,7 @@ def test_refine_p2p_times_messages_whose_receiver_waited_and_sends_hold_their_se
 def test_refine_collectives_keeps_a_scale_per_message_size() -> None:
     """Two sizes of one kind, one 2x its formula and one 6x: each is predicted as it took,
     and a size the run never timed gets the kind's median."""
-    from runtime.refine import refine_collectives
+    from runtime.refine_collectives import refine_collectives
     from runtime.trace import Span, Timeline
 
     program = Program(2)
@@ -651,3 +651,42 @@ def test_a_synced_compute_ends_on_every_member_when_the_slowest_has() -> None:
         assert slowed["f@r0"].end == slowed["f@r1"].end  # rank 0 waited inside F
         assert slowed["f@r0"].end > plain["f@r0"].end
         assert slowed["b@r0"].start == slowed["f@r1"].end
+
+
+def test_a_compute_right_after_a_wait_pays_the_wake_up() -> None:
+    """The calibrated wake-up (runtime.costmodel.WAKE) is paid by a compute that starts
+    right after its rank blocked (a receive, a collective), not by one after another
+    compute nor by a sender; after a run it is 0 (the measured compute holds it)."""
+    from dataclasses import replace
+
+    from runtime.costmodel import WAKE
+    from runtime.refine import refine
+
+    model = replace(MODEL, compute={"F": 1e-3, WAKE: 2e-4})
+    program = Program(2)
+    program.add(Action("f0", 0, "F", cost_key="F"))
+    program.add(Action("s0", 0, "send", dst=1, bytes=8))
+    program.add(Action("f0b", 0, "F", cost_key="F"))  # after a send: no wait
+    program.add(Action("r1", 1, "recv", src=0, bytes=8))
+    program.add(Action("f1", 1, "F", cost_key="F"))  # after a receive: woken
+    program.add(Action("f1b", 1, "F", cost_key="F"))  # after a compute: warm
+    program.add(Action("ar0", 0, "all_reduce", group=(0, 1), bytes=8))
+    program.add(Action("ar1", 1, "all_reduce", group=(0, 1), bytes=8))
+    program.add(Action("g0", 0, "F", cost_key="F"))  # after a collective: woken
+    spans = simulate(program, model).by_action()
+    assert spans["f0"].duration == pytest.approx(1e-3)
+    assert spans["f0b"].duration == pytest.approx(1e-3)
+    assert spans["f1"].duration == pytest.approx(1.2e-3)
+    assert spans["f1b"].duration == pytest.approx(1e-3)
+    assert spans["g0"].duration == pytest.approx(1.2e-3)
+    after = refine(model, [{"F": 1e-3}], what="F")
+    assert after.compute[WAKE] == 0.0
+    assert simulate(program, after).by_action()["f1"].duration == pytest.approx(1e-3)
+
+
+def test_the_wake_up_is_calibrated_as_after_a_wait_against_back_to_back() -> None:
+    from runtime.calibration import wake_seconds
+
+    assert wake_seconds([[3e-4, 2e-4], [5e-4, 2e-4], [2.5e-4, 2e-4]]) == pytest.approx(1e-4)
+    assert wake_seconds([[1e-4, 2e-4]]) == 0.0  # noise: never below zero
+    assert wake_seconds([]) == 0.0

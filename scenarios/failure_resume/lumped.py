@@ -2,10 +2,13 @@
 
 The lesson's `lump` hook (scenarios.base.Lumped). Every step ends with an
 all-gather over all ranks, and every rank runs the same actions, so each step
-starts with every rank in step, and all steps take the same time t_step; a
+starts with every rank in step, and all steps after the first take the same time
+t_step (the first, t_first, starts on ranks that had not waited: no wake-up); a
 checkpoint step adds the same t_checkpoint. A few steps are simulated (the
 first ones, the first checkpoint, the last step) and placed exactly where the
-whole run puts them: step k starts at (k−1)·t_step + ⌊(k−1)/every⌋·t_checkpoint.
+whole run puts them: step k > 1 starts at
+t_first + (k−2)·t_step + ⌊(k−1)/every⌋·t_checkpoint + ⌊(k−2)/every⌋·t_after
+(t_after: the wake-up a step right after a checkpoint pays beyond a usual one).
 One bar per rank stands for the steps in between. The metrics read the same
 numbers off this timeline as off the full one (the run's end, the median step,
 the median checkpoint); the lesson's tests check that they agree where both run.
@@ -45,16 +48,30 @@ def lumped(params: ResumeParams, model: CostModel) -> Lumped:
     from scenarios.failure_resume.lesson import build_for
 
     steps, every = params.steps, params.checkpoint_every
-    shown = sorted({*range(1, min(steps, FIRST_STEPS) + 1), min(every, steps), steps})
+    after = min(every + 1, steps)  # the first step after a checkpoint
+    wanted = {*range(1, min(steps, FIRST_STEPS) + 1), min(every, steps), after, steps}
+    # Each with the step before it, so that what it follows (a checkpoint or not, hence
+    # a wake-up or not) is what it follows in the whole run.
+    shown = sorted(wanted | {k - 1 for k in wanted if k > 1})
     simulated = simulate(build_for(params, params.ranks, shown), model).spans
     begin = {k: min(s.start for s in simulated if s.step == k) for k in shown}
-    step_s = max(s.end for s in simulated if s.step == shown[0] and s.kind != "checkpoint")
-    step_s -= begin[shown[0]]
+
+    def took(k: int) -> float:  # step k, but for its checkpoint
+        return max(s.end for s in simulated if s.step == k and s.kind != "checkpoint") - begin[k]
+
+    # The first step starts on ranks that had not waited; every later one right after
+    # the previous step's all-gather (or a checkpoint's write), its first compute paying
+    # the model's WAKE: one alone pays it only after a checkpoint (`extra`).
+    first_s = took(1)
+    step_s = took(2) if steps > 1 else first_s
+    extra = took(after) - step_s if after > every else 0.0
     writes = [s.duration for s in simulated if s.kind == "checkpoint"]
     checkpoint_s = writes[0] if writes else 0.0
 
     def start(k: int) -> float:  # where step k starts in the whole run
-        return (k - 1) * step_s + (k - 1) // every * checkpoint_s
+        later = max(0, k - 2) * step_s + (first_s if k > 1 else 0.0)
+        # checkpoints written before step k, and the steps after one that ended before it
+        return later + (k - 1) // every * checkpoint_s + max(0, k - 2) // every * extra
 
     spans = []
     for span in simulated:
@@ -68,7 +85,9 @@ def lumped(params: ResumeParams, model: CostModel) -> Lumped:
     formula = (
         f"every step is alike and ends with an all-gather over all ranks, so steps "
         f"{', '.join(map(str, shown))} are simulated and the {steps:,} steps placed exactly: "
-        f"step k starts at (k−1)·t_step + ⌊(k−1)/{every}⌋·t_checkpoint "
-        f"(t_step = {step_s:.6g} s, t_checkpoint = {checkpoint_s:.6g} s)"
+        f"step k > 1 starts at t_first + (k−2)·t_step + ⌊(k−1)/{every}⌋·t_checkpoint "
+        f"+ ⌊(k−2)/{every}⌋·t_after (t_first = {first_s:.6g} s, t_step = {step_s:.6g} s, "
+        f"t_checkpoint = {checkpoint_s:.6g} s, t_after = {extra:.6g} s: what a step after "
+        f"a checkpoint takes beyond t_step)"
     )
     return Lumped(Timeline(spans=spans), formula)

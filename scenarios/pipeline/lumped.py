@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from runtime.costmodel import CostModel
 from runtime.eventloop import COMPUTE, SEND, Op, Run, run_ops
 from runtime.program import Action, barriers
-from runtime.simulate import Compiler, span_for
+from runtime.simulate import BLOCKING, Compiler, span_for
 from runtime.trace import Span, Timeline
 from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
 from scenarios.metrics import Metric
@@ -77,16 +77,18 @@ def lumped(params: PipelineParams, model: CostModel) -> Lumped:
             row = rows[rank]
             layout = _Layout(start[rank], len(row), ORDERS[schedule](shape, rank))
             row.append(compiler.op(start[rank]))
-            # (kind, chunk) -> its ops, the compute's place among them, bytes and sends
-            templates: dict[tuple[str, int], tuple[tuple[Op, ...], int, int, int]] = {}
+            # (kind, chunk, after a blocking op) -> its ops, the compute's place among
+            # them, bytes and sends
+            templates: dict[tuple[str, int, bool], tuple[tuple[Op, ...], int, int, int]] = {}
             for kind, chunk, _ in layout.slots:
-                template = templates.get((kind, chunk))
+                waited = row[-1][0] in BLOCKING  # what a compute right after pays
+                template = templates.get((kind, chunk, waited))
                 if template is None:
                     actions = slot_actions(schedule, shape, rank, (kind, chunk, 0), "", prefix)
-                    ops = tuple(compiler.op(a) for a in actions)
+                    ops = tuple(compiler.ops(actions, after_wait=waited))
                     at = next(i for i, op in enumerate(ops) if op[0] == COMPUTE)
                     sends = [a.bytes for a, op in zip(actions, ops, strict=True) if op[0] == SEND]
-                    template = templates[(kind, chunk)] = (ops, at, sum(sends), len(sends))
+                    template = templates[(kind, chunk, waited)] = (ops, at, sum(sends), len(sends))
                 ops, at, nbytes, count = template
                 layout.compute.append(len(row) + at)
                 layout.sent += nbytes

@@ -144,7 +144,7 @@ def _bucket_all_reduce(s: Series, t: int, rank: int, nbytes: int, group: tuple) 
         step=t,
         phase=s.phase,
         # Its span times nothing (the work is inside B): after a run it costs nothing
-        # of its own, B's span has it (runtime.refine.refine_collectives).
+        # of its own, B's span has it (runtime.refine_collectives).
         args=(("untimed", True),),
     )
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from runtime.costmodel import CostModel
-from runtime.program import barriers
+from runtime.costmodel import WAKE, CostModel
+from runtime.program import COLLECTIVE_KINDS, COMPUTE_KINDS, barriers
 from runtime.simulate import simulate_lockstep, span_for
 from runtime.trace import Span, Timeline
 from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
@@ -60,6 +60,7 @@ def lumped(params: ZeroParams, model: CostModel, plans: dict[str, Plan] | None =
     numels = memory.program_units(params)
     plans = plans or {stage: step_plan(stage, len(numels)) for stage in params.stage}
     share = model.core_share(n)
+    wake = model.compute.get(WAKE, 0.0) / share
     seconds: dict[tuple[str, int | None, str | None], float] = {}
 
     def cost(stage: str, item: tuple[str, int | None, str, str], step: int) -> float:
@@ -84,9 +85,11 @@ def lumped(params: ZeroParams, model: CostModel, plans: dict[str, Plan] | None =
         [barrier] = simulate_lockstep([replace(start, group=group)], model, n, t)
         spans.append(barrier)
         t = barrier.end
-        # Step 0 and the others (the same, but for a first call's cost of its own).
-        firsts = [cost(stage, item, 0) for item in plan]
-        laters = [cost(stage, item, 1) for item in plan]
+        # Step 0 and the others (the same, but for a first call's cost of its own); a
+        # compute right after a collective (or the start barrier) pays the model's WAKE.
+        after_last = plan[-1][0] in COLLECTIVE_KINDS  # how step 0 left the next one
+        firsts = _woken(plan, [cost(stage, item, 0) for item in plan], True, wake)
+        laters = _woken(plan, [cost(stage, item, 1) for item in plan], after_last, wake)
         if len(plan) <= DRAWN_PER_STEP:  # every action drawn, as the full simulation does
             for step in range(params.steps):
                 durations = laters if step else firsts
@@ -110,6 +113,18 @@ def lumped(params: ZeroParams, model: CostModel, plans: dict[str, Plan] | None =
     if any(len(plan) > DRAWN_PER_STEP for plan in plans.values()):
         formula += f"; a step of {len(numels):,} units is drawn one bar per kind of action"
     return Lumped(Timeline(spans=spans), formula)
+
+
+def _woken(plan: Plan, durations: list[float], after_wait: bool, wake: float) -> list[float]:
+    """A step's durations with the wake-up a compute pays right after a collective
+    (runtime.simulate.Compiler.ops); `after_wait`: the action before the step's first
+    was one."""
+    out = list(durations)
+    for i, (kind, *_) in enumerate(plan):
+        if after_wait and wake and kind in COMPUTE_KINDS:
+            out[i] += wake
+        after_wait = kind in COLLECTIVE_KINDS
+    return out
 
 
 def _by_kind(
