@@ -185,7 +185,7 @@ def parallelized() -> list[float]:
 def wake(world_size: int) -> list[float]:
     """[after a wait, back to back]: median CPU seconds of a block's forward right after
     the rank blocked in an all-reduce of every rank (alone: a millisecond's sleep), and
-    of the same forward straight after it, by turns. The difference is what a lesson's
+    of the same forward two forwards later, by turns. The difference is what a lesson's
     compute pays after each receive or collective (runtime.costmodel.WAKE)."""
     block = Block(GPTConfig(vocab=64, seq=32, hidden=64, heads=4, layers=1))
     x, token = torch.randn(4, 32, 64), torch.zeros(1)
@@ -198,10 +198,11 @@ def wake(world_size: int) -> list[float]:
                 dist.all_reduce(token)
             else:
                 time.sleep(1e-3)
-            for samples in (after, back):
+            # After the wait, then (one forward later, warm again) back to back.
+            for samples in (after, None, back):
                 start = time.thread_time()
                 block(x)
-                if rep >= 2:  # two warm-ups
+                if rep >= 2 and samples is not None:  # two warm-ups
                     samples.append(time.thread_time() - start)
     return [statistics.median(after), statistics.median(back)]
 
