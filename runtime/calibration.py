@@ -35,7 +35,7 @@ from runtime.costmodel import WAKE, CostModel
 from runtime.files import write_text_atomic
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
-METHOD_VERSION = 15
+METHOD_VERSION = 16
 # What the ranks of a calibration run (runtime.calibration_rank).
 RANK_ENTRY = "runtime.calibration_rank:run_rank"
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
@@ -48,7 +48,7 @@ BLOCK_ROUNDS = 3  # per shape, after a warm-up round: the median of every forwar
 LIVE_GRAPHS = 4  # forwards whose activations are alive at once, then their backwards
 DISK_BYTES = 4 * 2**20
 # Adam's cost per tensor, from this many tensors of this many elements beside one large
-# tensor (runtime.calibration_rank._adam): a MiniGPT block's LayerNorm and bias sizes.
+# tensor (runtime.calibration_compute.adam): a MiniGPT block's LayerNorm and bias sizes.
 ADAM_TENSORS, ADAM_SMALL, ADAM_LARGE = 32, 64, 2**18
 OP_REPS = 101  # one-token block forwards timed for an operator's cost: 0.1-0.2 ms each
 WAKE_REPS = 30  # block forwards timed right after a wait and back to back, by turns
@@ -258,7 +258,8 @@ def fit_adam(large_s: float, small_s: float) -> dict[str, float]:
     per_tensor = max(0.0, small_s - large_s * small_elements / ADAM_LARGE) / (
         ADAM_TENSORS - small_elements / ADAM_LARGE
     )
-    per_element = max(0.0, large_s - per_tensor) / ADAM_LARGE
+    # Positive: the inference step model reads a memory bandwidth off it (28 B / this).
+    per_element = max(1e-12, (large_s - per_tensor) / ADAM_LARGE)
     return {"adam_s_per_element": per_element, "adam_s_per_tensor": per_tensor}
 
 

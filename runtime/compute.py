@@ -7,7 +7,7 @@ any run has timed the lesson's own steps, every lesson estimates them from
 these rates (`block_seconds`, `linear_seconds`, `adam_seconds`); after a run,
 the lesson's measured costs replace the estimates (runtime.refine.refine).
 
-- On this machine, `playground calibrate` measures them (runtime.calibration_rank):
+- On this machine, `playground calibrate` measures them (runtime.calibration_compute):
   a MiniGPT block's forward and backward at a few shapes, in CPU seconds, with
   the threads a rank runs with and every rank busy at once, fitted to
   t = overhead + flops / rate; Adam per element and per tensor; the disk's fsync'ed

@@ -137,6 +137,9 @@ def test_zero_rank_zero_stands_for_all(raw: dict[str, str], model: str) -> None:
         {"steps": "200", "checkpoint_every": "1", "ranks": "8"},
         {"steps": "200", "checkpoint_every": "300"},  # no checkpoint at all
         {"steps": "201", "checkpoint_every": "50", "ranks": "1", "microbatches": "1"},
+        # the step before the last wrote a checkpoint: drawn, it must follow one (wake-up)
+        {"steps": "202", "checkpoint_every": "50"},
+        {"steps": "200", "checkpoint_every": "2"},  # every other step after a checkpoint
     ],
 )
 def test_failure_resume_extrapolated_steps_agree_with_200_simulated(

@@ -1,10 +1,12 @@
 """Lesson 3 at scale: `predict` of a million training steps, lumped.
 
-The lesson's `lump` hook (scenarios.base.Lumped). Every step ends with an
-all-gather over all ranks, and every rank runs the same actions, so each step
-starts with every rank in step, and all steps after the first take the same time
-t_step (the first, t_first, starts on ranks that had not waited: no wake-up); a
-checkpoint step adds the same t_checkpoint. A few steps are simulated (the
+The lesson's `lump` hook (scenarios.base.Lumped). Every rank runs the same
+actions (their collectives over all ranks), so each step starts with every rank
+in step, and all steps after the first take the same time t_step (the first,
+t_first, starts on ranks that had not waited: no wake-up); a checkpoint step adds
+the same t_checkpoint, and the step right after it what a wake-up after the
+write adds beyond a usual step, t_after (0 where every step follows a wait: a
+ZeRO-1 step ends with its all-gather). A few steps are simulated (the
 first ones, the first checkpoint, the last step) and placed exactly where the
 whole run puts them: step k > 1 starts at
 t_first + (k−2)·t_step + ⌊(k−1)/every⌋·t_checkpoint + ⌊(k−2)/every⌋·t_after
@@ -43,6 +45,23 @@ def lump(params: ResumeParams, model: CostModel) -> Lumped | None:
     return lumped(params, model)
 
 
+def _with_predecessors(wanted: set[int], every: int) -> list[int]:
+    """The steps to simulate: `wanted`, and where a step's predecessor among them wrote a
+    checkpoint and its step before in the whole run did not (or the other way round),
+    that step before too: a step right after a checkpoint pays a wake-up the others may
+    not, so each drawn step must follow what it follows in the run."""
+    shown = set(wanted)
+    changed = True
+    while changed:
+        changed = False
+        ordered = sorted(shown)
+        for before, k in zip(ordered, ordered[1:], strict=False):
+            if (before % every == 0) != ((k - 1) % every == 0):
+                shown.add(k - 1)
+                changed = True
+    return sorted(shown)
+
+
 def lumped(params: ResumeParams, model: CostModel) -> Lumped:
     """A few steps simulated, placed at their exact times; one bar per rank for the rest."""
     from scenarios.failure_resume.lesson import build_for
@@ -50,18 +69,16 @@ def lumped(params: ResumeParams, model: CostModel) -> Lumped:
     steps, every = params.steps, params.checkpoint_every
     after = min(every + 1, steps)  # the first step after a checkpoint
     wanted = {*range(1, min(steps, FIRST_STEPS) + 1), min(every, steps), after, steps}
-    # Each with the step before it, so that what it follows (a checkpoint or not, hence
-    # a wake-up or not) is what it follows in the whole run.
-    shown = sorted(wanted | {k - 1 for k in wanted if k > 1})
+    shown = _with_predecessors(wanted, every)
     simulated = simulate(build_for(params, params.ranks, shown), model).spans
     begin = {k: min(s.start for s in simulated if s.step == k) for k in shown}
 
     def took(k: int) -> float:  # step k, but for its checkpoint
         return max(s.end for s in simulated if s.step == k and s.kind != "checkpoint") - begin[k]
 
-    # The first step starts on ranks that had not waited; every later one right after
-    # the previous step's all-gather (or a checkpoint's write), its first compute paying
-    # the model's WAKE: one alone pays it only after a checkpoint (`extra`).
+    # The first step starts on ranks that had not waited; a later one right after the
+    # previous step's all-gather (ZeRO-1) or a checkpoint's write has its first compute
+    # pay the model's WAKE: what a step after a checkpoint pays beyond a usual one, `extra`.
     first_s = took(1)
     step_s = took(2) if steps > 1 else first_s
     extra = took(after) - step_s if after > every else 0.0
@@ -80,7 +97,7 @@ def lumped(params: ResumeParams, model: CostModel) -> Lumped:
         spans.append(replace(span, start=span.start + moved, end=span.end + moved))
     for a, b in zip(shown, shown[1:], strict=False):
         if b > a + 1:
-            label = f"steps {a + 1}–{b - 1} (×{b - a - 1:,}, each as step {a})"
+            label = f"steps {a + 1}–{b - 1} (×{b - a - 1:,}, each a usual step)"
             spans += [Span(r, "lumped", label, start(a + 1), start(b)) for r in range(params.ranks)]
     formula = (
         f"every step is alike and ends with an all-gather over all ranks, so steps "

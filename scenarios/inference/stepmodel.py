@@ -169,7 +169,7 @@ class Device:
         on_gpu = rates.peak_flops_per_s is not None if gpu is None else gpu
         return cls(
             flops_per_s=rates.forward_flops_per_s,
-            bytes_per_s=ADAM_BYTES_PER_ELEMENT / rates.adam_s_per_element,
+            bytes_per_s=ADAM_BYTES_PER_ELEMENT / max(rates.adam_s_per_element, 1e-15),
             launch_s=rates.op_seconds(),
             seq_ops=0 if on_gpu else SEQ_OPS_CPU,
             alpha=model.alpha,

@@ -101,7 +101,8 @@ def run_rank(ctx: RankContext[WhyParams]) -> WhyResult:
                     executor.set_batch(*mine[action.step])
                 start, wall = time.process_time(), time.perf_counter()
                 executor(action)
-                if action.kind in COMPUTE and action.cost_key and (action.step or 0) >= warm:
+                steady = action.step is None or action.step >= warm  # as compute_scales
+                if action.kind in COMPUTE and action.cost_key and steady:
                     seconds = time.process_time() - start
                     if s.kind == "fsdp2" and action.kind != "opt":
                         # its gathers wait inside F and B: wall time at this rank's core
