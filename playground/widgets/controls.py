@@ -47,6 +47,7 @@ class LessonControls(Vertical):
 
     language: reactive[str] = reactive("en")
     running: reactive[bool] = reactive(False)
+    calibrated = False  # whether the run going on (or last) calibrated this machine first
 
     @dataclass
     class Started(Message):
@@ -161,13 +162,18 @@ class LessonControls(Vertical):
                 if started[0] == 1:
                     warm = len(message) > 4 and message[4]
                     key = "app.status_running_warm" if warm else "app.status_running"
+                    key = "app.status_running_calibrated" if self.calibrated else key
                     self.post_message(self.Status(key, {}))
             elif message[0] == "records":
                 spans = [Span.from_dict(s) for s in message[2]]
                 self.post_message(self.Records(spans, [Counter(**c) for c in message[3]]))
 
         def on_calibrate(world: int) -> None:
+            # The run then goes on the ranks that calibrated: warm, but not from a run.
+            self.calibrated = True
             self.post_message(self.Status("app.status_calibrating", {"ranks": world}))
+
+        self.calibrated = False  # set before session.run, read when it is Ready
 
         name = self.lesson.name
         try:
@@ -199,6 +205,7 @@ class LessonControls(Vertical):
                 self.set_status("app.status_done")
             else:
                 key = "app.status_done_warm" if outcome.warm else "app.status_done_cold"
+                key = "app.status_done_calibrated" if self.calibrated else key
                 self.set_status(key, start=format_seconds(outcome.start_s))
 
     def on_lesson_controls_failed(self, message: Failed) -> None:
