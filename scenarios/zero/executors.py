@@ -244,14 +244,12 @@ class ZeroExecutor(Tracker):
             target = unit.bucket
         # Gradients accumulate in place into views of the target buffer (DDP's
         # gradient_as_bucket_view): the buffer is the gradient, nothing is copied.
-        for p, view in zip(unit.params, _views(target, unit.params), strict=True):
+        views = _views(target, unit.params)
+        for p, view in zip(unit.params, views, strict=True):
             p.grad = view
         grad_out = self.grad_in.pop(u + 1, None)
         held.output.backward(grad_out)
-        if any(
-            p.grad.data_ptr() != v.data_ptr()
-            for p, v in zip(unit.params, _views(target, unit.params), strict=True)
-        ):
+        if any(p.grad.data_ptr() != v.data_ptr() for p, v in zip(unit.params, views, strict=True)):
             raise RuntimeError("autograd replaced a gradient view; the flat buffers would be stale")
         for p in unit.params:
             p.grad = None  # the buffer keeps the values; the views would pin a bucket
