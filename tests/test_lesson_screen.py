@@ -168,15 +168,21 @@ async def test_escape_cancels_a_run_and_every_rank_is_gone(monkeypatch) -> None:
 
 
 @pytest.mark.ranks
-async def test_a_second_run_is_warm_and_quitting_ends_the_warm_ranks() -> None:
+async def test_a_second_run_is_warm_and_quitting_ends_the_warm_ranks(tmp_path, monkeypatch) -> None:
+    """On a machine not calibrated yet, the first run calibrates on the ranks it then runs
+    on: the status says the calibration came first (its time in the figure), not that the
+    ranks were kept from a last run; the run after that is warm."""
+    monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path))
     app = PlaygroundApp(language="en")
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_lesson(pilot)
         screen.query_one("#form", ParamForm).set_value("ranks", "2")
         await pilot.pause()
         await pilot.press("r")
-        await wait_until(lambda: not screen.running)
-        assert text_of(screen, "#status").startswith("Done"), text_of(screen, "#status")
+        await wait_until(lambda: not screen.running, timeout=120)
+        status = text_of(screen, "#status")
+        assert status.startswith("Done: this machine was calibrated first"), status
+        assert "calibration included" in status
         pids = app.pool.pids
         assert len(pids) == 2  # kept for the next run
         await pilot.press("r")
@@ -345,26 +351,3 @@ async def test_curves_tab_draws_the_lessons_curves_or_says_there_are_none() -> N
         await wait_until(lambda: screen.outcome is not None, timeout=30)
         assert not screen.outcome.curves
         assert "no dibuja curvas" in str(screen.query_one("#curves Static", Static).content)
-
-
-@pytest.mark.ranks
-async def test_a_first_run_that_calibrates_says_so_and_the_next_one_is_warm(
-    tmp_path, monkeypatch
-) -> None:
-    """On a machine not calibrated yet, the first run calibrates on the ranks it then runs
-    on: the status says the calibration came first (its time in the figure), not that the
-    ranks were kept from a last run; the run after that is warm."""
-    monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path))
-    app = PlaygroundApp(language="en")
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await open_lesson(pilot)
-        screen.query_one("#form", ParamForm).set_value("ranks", "2")
-        await pilot.pause()
-        await pilot.press("r")
-        await wait_until(lambda: not screen.running, timeout=120)
-        status = text_of(screen, "#status")
-        assert status.startswith("Done: this machine was calibrated first"), status
-        assert "calibration included" in status
-        await pilot.press("r")
-        await wait_until(lambda: not screen.running)
-        assert text_of(screen, "#status").startswith("Done: warm ranks")
