@@ -88,21 +88,22 @@ def _key(metric: Metric) -> tuple[str, str | None, str | None]:
 def budget_rows(metrics: list[Metric], headline: tuple[str, ...]) -> list[BudgetRow]:
     """The headline metrics a run measured and predicted as single numbers, per series
     (one measured as 0 too, whose error `error_rows` has none to give)."""
-    return [
-        BudgetRow(m)
-        for m in metrics
-        if m.name in headline and _number(m.value) and _number(m.predicted)
-    ]
+    return [BudgetRow(m) for m in metrics if _headline(m, headline)]
 
 
 def error_rows(metrics: list[Metric], headline: tuple[str, ...]) -> list[BudgetRow]:
     """Every metric a run measured and predicted (a list's error is its worst rank's),
     the headline ones held to the budgets: `--json`'s `prediction_error`."""
     return [
-        BudgetRow(m, m.name in headline and _number(m.value) and _number(m.predicted))
+        BudgetRow(m, _headline(m, headline))
         for m in metrics
         if m.value is not None and m.error is not None
     ]
+
+
+def _headline(metric: Metric, headline: tuple[str, ...]) -> bool:
+    """A headline time measured and predicted as single numbers (not a per-rank list)."""
+    return metric.name in headline and _number(metric.value) and _number(metric.predicted)
 
 
 def _number(value: Any) -> bool:

@@ -149,6 +149,12 @@ class Action:
         return out
 
 
+def past_warmup(step: int | None, warmup_steps: int) -> bool:
+    """Whether an Action (or its Span) of `step` counts once a lesson leaves its first
+    `warmup_steps` steps out of its times (Hooks.warmup_steps); one of no step counts."""
+    return step is None or step >= warmup_steps
+
+
 def barriers(
     name: str,
     group: tuple[int, ...],

@@ -25,12 +25,8 @@ import statistics
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 
-from runtime.costmodel import (
-    SEND_ISSUE,
-    WAKE,
-    CostModel,
-)
-from runtime.program import Action, Program
+from runtime.costmodel import SEND_ISSUE, WAKE, CostModel
+from runtime.program import Action, Program, past_warmup
 from runtime.trace import Timeline
 
 
@@ -145,7 +141,7 @@ def compute_scales(
     for action in program.actions():
         if not action.is_compute or action.id not in spans or action.id not in forecast:
             continue
-        if action.step is not None and action.step < warmup_steps:
+        if not past_warmup(action.step, warmup_steps):
             continue
         name = group(action)
         if name is None:

@@ -172,6 +172,20 @@ def compile_program(
 BLOCKING = frozenset({RECV, SENDRECV, COLLECTIVE, DRAIN, UNTIL, WAIT})
 
 
+def blocks(action: Action) -> bool:
+    """Whether its rank has blocked once `action` is done (it compiles to a BLOCKING op):
+    for a closed form that walks Actions rather than ops (simulate_lockstep, a lumped
+    prediction)."""
+    if action.is_collective:
+        return not action.nonblocking
+    return (
+        action.kind in ("recv", "sendrecv")
+        or action.is_wait
+        or action.arg("until") is not None
+        or bool(action.arg("io"))
+    )
+
+
 class Compiler:
     """Actions into ops for one cost model; collective groups get ids as they come.
     A lesson that builds its ops without building every Action (a long pipeline)
@@ -275,7 +289,7 @@ def simulate_lockstep(
             end = t + model.compute_time(action)  # waits on the disk, shares no core
         else:
             end = t + (model.compute_time(action) + wake * waited) / share
-        waited = action.is_collective or bool(action.arg("io"))  # as Compiler.ops
+        waited = blocks(action)
         spans.append(span_for(action, t, end))
         t = end
     return spans

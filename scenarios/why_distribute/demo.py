@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.compute import TYPICAL_CPU
 from runtime.costmodel import CostModel
-from runtime.program import Action, Program, barriers
+from runtime.program import Action, Program, barriers, past_warmup
 from runtime.trace import Timeline, makespan
 from scenarios.base import RunData
 from scenarios.metrics import CATEGORIES, Metric, find
@@ -295,7 +295,7 @@ def steady_step_s(timeline: Timeline, series: str, steps: int) -> float:
     and the previous series' skew)."""
     warm = warmup_steps(steps)
     spans = (s for s in timeline.of_series(series) if s.kind != "barrier")
-    return makespan(s for s in spans if (s.step or 0) >= warm) / (steps - warm)
+    return makespan(s for s in spans if past_warmup(s.step, warm)) / (steps - warm)
 
 
 def refusal_line(rank: int, label: str, held: dict[str, int], cap: int) -> dict[str, str]:

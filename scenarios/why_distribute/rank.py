@@ -36,7 +36,7 @@ import torch
 import torch.distributed as dist
 
 from runtime.models import GPTConfig, MiniGPT, batch
-from runtime.program import Action
+from runtime.program import Action, past_warmup
 from runtime.worker import RankContext
 from scenarios.why_distribute import demo
 from scenarios.why_distribute.capped import (
@@ -101,8 +101,8 @@ def run_rank(ctx: RankContext[WhyParams]) -> WhyResult:
                     executor.set_batch(*mine[action.step])
                 start, wall = time.process_time(), time.perf_counter()
                 executor(action)
-                steady = action.step is None or action.step >= warm  # as compute_scales
-                if action.kind in COMPUTE and action.cost_key and steady:
+                counted = action.kind in COMPUTE and action.cost_key
+                if counted and past_warmup(action.step, warm):
                     seconds = time.process_time() - start
                     if s.kind == "fsdp2" and action.kind != "opt":
                         # its gathers wait inside F and B: wall time at this rank's core

@@ -22,8 +22,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from runtime.costmodel import WAKE, CostModel
-from runtime.program import COLLECTIVE_KINDS, COMPUTE_KINDS, barriers
-from runtime.simulate import simulate_lockstep, span_for
+from runtime.program import barriers
+from runtime.simulate import blocks, simulate_lockstep, span_for
 from runtime.trace import Span, Timeline
 from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
 from scenarios.zero import memory
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 # A step with more actions than this is drawn one bar per kind of action.
 DRAWN_PER_STEP = 64
+# An action of a step: (seconds, a compute?, does its rank block on it?)
+Cost = tuple[float, bool, bool]
 Plan = list[tuple[str, int | None, str, str]]  # scenarios.zero.lesson.step_plan
 
 
@@ -61,22 +63,23 @@ def lumped(params: ZeroParams, model: CostModel, plans: dict[str, Plan] | None =
     plans = plans or {stage: step_plan(stage, len(numels)) for stage in params.stage}
     share = model.core_share(n)
     wake = model.compute.get(WAKE, 0.0) / share
-    seconds: dict[tuple[str, int | None, str | None], float] = {}
+    costs: dict[tuple[str, int | None, str | None], Cost] = {}
 
-    def cost(stage: str, item: tuple[str, int | None, str, str], step: int) -> float:
+    def cost(stage: str, item: tuple[str, int | None, str, str], step: int) -> Cost:
         # A unit costs the same in every stage; FSDP2's first Adam has a key of its own.
         # The Action is built only for a key not costed yet: a model of 4096 layers has
         # 130,000 items, and building each one's Action took most of the prediction.
         kind, unit = item[0], item[1]
         key = (kind, unit, stage if unit is None else None, cost_key(stage, step, kind, unit))
-        if key not in seconds:
+        if key not in costs:
             action = plan_action(stage, step, 0, item, numels, group)
-            seconds[key] = (
+            seconds = (
                 model.collective_time(action)
                 if action.is_collective
                 else model.compute_time(action) / share
             )
-        return seconds[key]
+            costs[key] = (seconds, action.is_compute, blocks(action))
+        return costs[key]
 
     spans: list[Span] = []
     t = 0.0
@@ -87,9 +90,9 @@ def lumped(params: ZeroParams, model: CostModel, plans: dict[str, Plan] | None =
         t = barrier.end
         # Step 0 and the others (the same, but for a first call's cost of its own); a
         # compute right after a collective (or the start barrier) pays the model's WAKE.
-        after_last = plan[-1][0] in COLLECTIVE_KINDS  # how step 0 left the next one
-        firsts = _woken(plan, [cost(stage, item, 0) for item in plan], True, wake)
-        laters = _woken(plan, [cost(stage, item, 1) for item in plan], after_last, wake)
+        step0 = [cost(stage, item, 0) for item in plan]
+        firsts = _woken(step0, True, wake)
+        laters = _woken([cost(stage, item, 1) for item in plan], step0[-1][2], wake)
         if len(plan) <= DRAWN_PER_STEP:  # every action drawn, as the full simulation does
             for step in range(params.steps):
                 durations = laters if step else firsts
@@ -115,15 +118,13 @@ def lumped(params: ZeroParams, model: CostModel, plans: dict[str, Plan] | None =
     return Lumped(Timeline(spans=spans), formula)
 
 
-def _woken(plan: Plan, durations: list[float], after_wait: bool, wake: float) -> list[float]:
-    """A step's durations with the wake-up a compute pays right after a collective
-    (runtime.simulate.Compiler.ops); `after_wait`: the action before the step's first
-    was one."""
-    out = list(durations)
-    for i, (kind, *_) in enumerate(plan):
-        if after_wait and wake and kind in COMPUTE_KINDS:
-            out[i] += wake
-        after_wait = kind in COLLECTIVE_KINDS
+def _woken(step: list[Cost], after_wait: bool, wake: float) -> list[float]:
+    """A step's durations, a compute right after its rank blocked paying the wake-up
+    (runtime.simulate.Compiler.ops); `after_wait`: the rank blocked before the step."""
+    out = []
+    for seconds, compute, blocked in step:
+        out.append(seconds + wake if after_wait and compute else seconds)
+        after_wait = blocked
     return out
 
 
