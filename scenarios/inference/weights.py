@@ -7,7 +7,10 @@ every training lesson uses (runtime.models.batch: a seeded Markov chain) give
 it peaked, meaningful next-token choices. Rank 0 trains at first use and saves
 the weights under the playground's cache directory (runtime.calibration
 .cache_dir), named by the model's shape and the recipe; every rank then loads
-the same file, so every rank serves the very same weights.
+the same file, so every rank serves the very same weights. The file is
+safetensors, as every checkpoint here (runtime.checkpoint): a cache file is
+read back, never unpickled, and a file that does not hold exactly this model's
+tensors and shapes is refused by load_state_dict.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from safetensors.torch import load_file, save_file
 
 from runtime.calibration import cache_dir
 from runtime.models import GPTConfig, MiniGPT, batch
@@ -29,7 +33,7 @@ RECIPE = f"adamw-{STEPS}x{BATCH}-lr{LR:g}"
 
 def weights_file(cfg: GPTConfig) -> Path:
     shape = f"l{cfg.layers}-h{cfg.hidden}-a{cfg.heads}-s{cfg.seq}-v{cfg.vocab}-seed{cfg.seed}"
-    return cache_dir() / "inference" / f"minigpt-{shape}-{RECIPE}.pt"
+    return cache_dir() / "inference" / f"minigpt-{shape}-{RECIPE}.safetensors"
 
 
 def train(cfg: GPTConfig) -> MiniGPT:
@@ -53,10 +57,12 @@ def trained(cfg: GPTConfig, rank: int) -> MiniGPT:
     if rank == 0 and not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.tmp")
-        torch.save(train(cfg).state_dict(), partial)
+        # contiguous copies: safetensors stores whole tensors, not views of shared ones
+        state = {k: v.detach().contiguous().clone() for k, v in train(cfg).state_dict().items()}
+        save_file(state, str(partial))
         os.replace(partial, path)  # whole or absent: a concurrent reader never sees half
     if dist.is_initialized():
         dist.barrier()
     model = MiniGPT(cfg)
-    model.load_state_dict(torch.load(path, weights_only=True))
+    model.load_state_dict(load_file(str(path)))
     return model.eval()
