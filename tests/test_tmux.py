@@ -97,9 +97,14 @@ def test_learner_path_through_lesson_one(tmp_path: Path) -> None:
         # The narrative follows the cursor from the barrier into a ring phase.
         # One step at a time: which steps show a phase depends on the measured spans'
         # order, and five at once can step over every one of them.
+        # Each step given time to render before the next: read too soon, the screen still
+        # showed the step before, and the keys ran past every phase (seen once in CI).
         for _ in range(100):
             tmux.keys("Right")
-            if "Phase" in tmux.screen():
+            deadline = time.monotonic() + 0.3
+            while "Phase" not in (screen := tmux.screen()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if "Phase" in screen:
                 break
         tmux.wait_for("Phase", timeout=5)
         tmux.keys("e")
