@@ -155,7 +155,11 @@ class CostModel:
             # series' own buckets (refine_collectives: their time once they could start).
             return formula * self.collective_scale.get(series_scale_key(action), 1.0)
         key, scales = scale_key(action), self.collective_scale
-        return formula * scales.get(sized_key(key, action), scales.get(key, 1.0))
+        keys = [sized_key(key, action), key]
+        if action.series:  # the series' own, as a run timed it (refine_collectives)
+            own = series_key(action.series, key)
+            keys = [sized_key(own, action), own, *keys]
+        return formula * next((scales[k] for k in keys if k in scales), 1.0)
 
     def collective_formula(self, action: Action) -> float:
         group = action.group or (action.rank,)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from runtime.costmodel import CostModel, scale_key, series_scale_key, sized_key
+from runtime.costmodel import CostModel, scale_key, series_key, series_scale_key, sized_key
 from runtime.program import Action, Program
 from runtime.trace import Timeline
 
@@ -55,7 +55,9 @@ def refine_collectives(
     the wait the model already predicts for an instance (its predicted span beyond the
     collective's own time, e.g. behind a rank slowed on purpose) is taken off the
     measured span, so it is not counted twice. Each kind is also scaled per message size
-    (`<kind>@<bytes>/<ranks>`), which a prediction of the same Program prefers. Torch's own
+    (`<kind>@<bytes>/<ranks>`) and per series (`<series>:<kind>`, and per size again),
+    which a prediction of the same Program prefers: zero's stages run one after another,
+    and one stage's collectives can run 25% slower than the next one's. Torch's own
     blocking collectives
     (`builtin`: a TP layer's all-reduce) are scaled apart from the hand-made ones, as
     `builtin.<kind>`; a series' non-blocking ones (DDP buckets, whose spans run from
@@ -102,11 +104,14 @@ def refine_collectives(
             took -= max(0.0, statistics.median(s.end - s.start for s in foreseen) - own)
         if formula > 0 and took > 0:
             kind = scale_key(action)
-            ratios.setdefault(kind, []).append(took / formula)
-            # ... and per size: the formula's α and β miss differently at each size (a
-            # small all-gather pays wake-ups a large one hides), so each size the run
-            # timed keeps its own scale (CostModel.collective_time prefers it).
-            ratios.setdefault(sized_key(kind, action), []).append(took / formula)
+            # Per kind; per size too: the formula's α and β miss differently at each size
+            # (a small all-gather pays wake-ups a large one hides); and both again per
+            # series, whose collectives can run 25% slower than the next series' on
+            # shared cores (CostModel.collective_time prefers the most particular).
+            for key in (kind, series_key(action.series, kind) if action.series else None):
+                if key is not None:
+                    ratios.setdefault(key, []).append(took / formula)
+                    ratios.setdefault(sized_key(key, action), []).append(took / formula)
     # The steps of a collective the Program spells out (a ring's sendrecvs): per
     # iteration, from the first rank's first step to the last rank's last one (the gaps
     # between steps and the ranks' skew leaving the barrier before are the collective's
@@ -129,9 +134,13 @@ def refine_collectives(
     center = statistics.fmean if chained else statistics.median
     scale = {k: min(20.0, max(0.2, center(v))) for k, v in ratios.items()}
     scale |= dict.fromkeys(untimed, 0.0)
-    said = ", ".join(f"{k} ×{v:.2f}" for k, v in sorted(scale.items()) if "@" not in k)
+    said = ", ".join(
+        f"{k} ×{v:.2f}" for k, v in sorted(scale.items()) if "@" not in k and ":" not in k
+    )
     sizes = sum("@" in k for k in scale)
     said += f"; {sizes} sizes apart" if sizes else ""
+    series = sum(":" in k and "@" not in k for k in ratios)
+    said += f"; {series} series' own" if series else ""
     return replace(
         model,
         collective_scale={**model.collective_scale, **scale},

@@ -5,8 +5,8 @@ the run's figures into the CostModel (that model, with the cores shared as the
 simulator shares them, stays the one to predict other configurations from). For
 the timeline drawn beside the run, `replay_compute` gives each compute cost the
 wall time its spans took, the cores no longer shared, and each series (a zero
-stage, a pipeline schedule) its own compute costs (runtime.costmodel.series_key).
-Its own collective scales too were tried: zero's stages came out no closer.
+stage, a pipeline schedule) its own compute costs (runtime.costmodel.series_key),
+as runtime.refine_collectives gives each its own collective scales.
 Pure: stdlib only.
 """
 

@@ -245,7 +245,16 @@ class Compiler:
             return (RECV, (a.src, rank, a.arg("tag", 0)), reduce)
         if a.is_collective:
             gid = self.group_id(a.group or ())
-            key = (kind, a.bytes, a.algorithm, gid)
+            # Everything CostModel.collective_time reads: a series may have its own scale.
+            key = (
+                kind,
+                a.bytes,
+                a.algorithm,
+                gid,
+                a.series,
+                a.nonblocking,
+                a.arg("untimed", False),
+            )
             if key not in self._seconds:
                 self._seconds[key] = model.collective_time(a)
             code = ASYNC if a.nonblocking else COLLECTIVE

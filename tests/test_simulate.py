@@ -336,6 +336,36 @@ def test_refine_collectives_scales_each_kind_by_the_runs_median_ratio() -> None:
     assert refine_collectives(model, program, Timeline()) is model  # nothing timed: unchanged
 
 
+def test_each_series_keeps_the_collective_scale_its_run_timed() -> None:
+    """Two series run the same all-reduce (zero's stages, one after the other), one 2 ms
+    and the other 6 ms: each is predicted at its own time after the run, in the
+    simulator too (which caches a collective's time per kind and size: per series now),
+    and a series the run did not time gets the scale pooled over both."""
+    from runtime.costmodel import CostModel
+    from runtime.program import Action, Program
+    from runtime.refine_collectives import refine_collectives
+    from runtime.trace import Span, Timeline
+
+    model = CostModel("m", alpha=1e-3, beta=0.0, gamma=0.0)
+    group = (0, 1)
+    program = Program(2)
+    spans = []
+    for step, (series, took) in enumerate((("a", 2e-3), ("b", 6e-3), ("a", 2e-3))):
+        for rank in group:
+            action = Action(f"ar{step}@r{rank}", rank, "all_reduce", group=group, bytes=8,
+                            step=step, series=series)  # fmt: skip
+            program.add(action)
+            spans.append(Span(rank, "all_reduce", series, step, step + took, action_id=action.id))
+    refined = refine_collectives(model, program, Timeline(spans))
+    assert refined.collective_scale["a:all_reduce@8/2"] == pytest.approx(2e-3 / 2e-3)
+    assert refined.collective_scale["b:all_reduce"] == pytest.approx(6e-3 / 2e-3)
+    predicted = simulate(program, refined)
+    took = {(s.series, s.rank): s.end - s.start for s in predicted.spans}
+    assert took[("a", 0)] == pytest.approx(2e-3) and took[("b", 1)] == pytest.approx(6e-3)
+    other = Action("x@r0", 0, "all_reduce", group=group, bytes=8, series="c")
+    assert refined.collective_time(other) == pytest.approx(2e-3)  # median of 2, 6, 2 ms
+
+
 def test_refine_chained_collectives_from_last_arrival_to_last_end() -> None:
     """`chained`: each instance runs from its last member's arrival to its last member's
     end (a late arrival's wait is not the collective's; a late finisher holds the next
