@@ -290,3 +290,25 @@ def test_every_series_trains_like_one_process(two_ranks):
         assert step.value > 0 and step.predicted > 0
     assert "measured in this run" in two_ranks.profile.source
     assert demo.series(2, 1)[-1].name == "torch_ddp2"
+
+
+def test_steady_step_is_the_period_between_steps_ends() -> None:
+    """A series' steady step runs from the warm-up's last end to the last step's, per
+    step: the skew its ranks start a step with (one left the step before 2 ms early)
+    is not read as a step's time, and the prediction, whose ranks start together, is
+    held to the same measure. One step alone: its makespan; barriers never count."""
+    from runtime.trace import Span, Timeline
+
+    def span(rank: int, step: int, start: float, end: float, kind: str = "F") -> Span:
+        return Span(rank, kind, "", start, end, series="ddp2", step=step)
+
+    skewed = Timeline(
+        [
+            span(0, 0, 0.0, 10.0), span(1, 0, 0.0, 8.0),  # rank 1 leaves step 0 early
+            span(0, 1, 10.0, 20.0), span(1, 1, 8.0, 20.0),  # a collective joins them
+            span(0, 2, 20.0, 30.0), span(1, 2, 20.0, 30.0),
+            span(0, None, 30.0, 99.0, "barrier"),
+        ]
+    )  # fmt: skip
+    assert demo.steady_step_s(skewed, "ddp2", 3) == pytest.approx(10.0)
+    assert demo.steady_step_s(Timeline([span(0, 0, 1.0, 4.0)]), "ddp2", 1) == pytest.approx(3.0)

@@ -190,5 +190,8 @@ HOOKS = Hooks(
     preload=(*FSDP2_MODULES, *OPTIMIZER_MODULES),
     headline=("step_s",),
     warmup_steps=lambda params: demo.warmup_steps(params.steps),
+    # Its hand-made series step as zero's stages do, a chain of their units' collectives
+    # (on 10 captured runs, replayed both ways: ddp2 9.6 → 7.2%, ddp4 8.7 → 4.7%).
+    chained_collectives=True,
 )
 LESSON = Lesson("why-distribute", 0, TEXTS, WhyParams, WhyResult, build, metrics, RANK_ENTRY, HOOKS)
