@@ -123,16 +123,19 @@ def refine_collectives(
             box = extents.setdefault((a.series, a.step), [m.start, m.end, p.start, p.end])
             box[:] = [min(box[0], m.start), max(box[1], m.end), min(box[2], p.start),
                       max(box[3], p.end)]  # fmt: skip
-    ratios |= _async_ratios(model, program, spans)
+    buckets = _async_ratios(model, program, spans)
     steps = [(b[1] - b[0]) / (b[3] - b[2]) for b in extents.values() if b[3] > b[2] and b[1] > b[0]]
     if steps:
         ratios["sendrecv"] = [
             model.collective_scale.get("sendrecv", 1.0) * statistics.median(steps)
         ]
-    if not ratios and not untimed:
+    if not ratios and not buckets and not untimed:
         return model
     center = statistics.fmean if chained else statistics.median
     scale = {k: min(20.0, max(0.2, center(v))) for k, v in ratios.items()}
+    # The buckets' steps by their mean: it is their sum a run's steps pay, and the step
+    # a lesson with buckets reports is the mean one (mixed precision's period).
+    scale |= {k: min(20.0, max(0.2, statistics.fmean(v))) for k, v in buckets.items()}
     scale |= dict.fromkeys(untimed, 0.0)
     said = ", ".join(
         f"{k} ×{v:.2f}" for k, v in sorted(scale.items()) if "@" not in k and ":" not in k
@@ -178,7 +181,8 @@ def _async_ratios(
         box[1] += model.collective_formula(action)
     # Per step, the sum over its buckets, not each one's ratio: a rank learns that a
     # bucket ended when it next polls, so the time splits unevenly between a step's
-    # buckets, and their sum is what the step pays; the median over steps then.
+    # buckets, and their sum is what the step pays; refine_collectives takes their mean
+    # over steps.
     ratios: dict[str, list[float]] = {}
     for (key, _), (took, formula) in sums.items():
         if took > 0 < formula:

@@ -190,6 +190,23 @@ def test_lumped_step_equals_the_full_simulation():
         assert math.isclose(fast[1], compute + comm, rel_tol=1e-9)
 
 
+def test_step_is_the_mean_period_of_the_steady_steps():
+    """step_s: from the last end of step 1 to the last end of the last step, per step
+    (a slow step and the ranks' start skew weigh as they do in the spans' sums the
+    prediction after a run is built from); with no step before the steady ones, the
+    median step from its first start to its last end."""
+    from runtime.trace import Span, Timeline
+
+    def span(rank: int, step: int, start: float, end: float) -> Span:
+        return Span(rank, "F", "", start, end, series="fp16/hand", step=step)
+
+    ends = (0.0, 10.0, 20.0, 50.0, 60.0)  # step 3 slow: 30
+    spans = [span(r, k, ends[k - 1] - r, ends[k]) for k in range(1, 5) for r in (0, 1)]
+    assert timing.step_s(Timeline(spans), "fp16/hand") == pytest.approx((60 - 10) / 3)
+    two = [span(0, 0, 0.0, 4.0), span(1, 1, 4.0, 6.0), span(0, 1, 5.0, 9.0)]
+    assert timing.step_s(Timeline(two), "fp16/hand") == pytest.approx(4.5)  # median of 4, 5
+
+
 def test_predict_at_scale_without_torch():
     doc = predict_without_torch(
         "mixed-precision", "-p", "ranks=1048576", "-p", "steps=1000000", "-p", "layers=48",
