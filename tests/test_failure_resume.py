@@ -443,7 +443,7 @@ def test_a_step_lasts_from_one_steps_last_rank_out_to_the_next():
     first rank in to last rank out (that counts the skew in two steps); a pair around a
     checkpoint write is left out."""
     from runtime.trace import Span, Timeline
-    from scenarios.failure_resume.recovery import median_step
+    from scenarios.failure_resume.recovery import step_period
 
     spans = []
     for k in range(3):
@@ -452,6 +452,10 @@ def test_a_step_lasts_from_one_steps_last_rank_out_to_the_next():
             start = 0.010 * k + skew + after_save
             spans.append(Span(rank, "compute", "", start, start + 0.010, step=k))
     spans.append(Span(0, "checkpoint", "", 0.024, 0.064, step=1))
-    assert median_step(Timeline(spans)) == pytest.approx(0.010)
+    assert step_period(Timeline(spans)) == pytest.approx(0.010)
     one = [s for s in spans if s.step == 0]
-    assert median_step(Timeline(one)) == pytest.approx(0.014)  # one step: first in, last out
+    assert step_period(Timeline(one)) == pytest.approx(0.014)  # one step: first in, last out
+    # A slow step weighs as a run pays it: the mean of the periods 10, 10 and 40 ms.
+    ends = (0.010, 0.020, 0.030, 0.070)
+    slow = [Span(0, "compute", "", end - 0.005, end, step=k) for k, end in enumerate(ends)]
+    assert step_period(Timeline(slow)) == pytest.approx(0.020)

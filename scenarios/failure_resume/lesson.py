@@ -223,7 +223,7 @@ def metrics(
     from scenarios.failure_resume import interval  # numpy: only when metrics are asked for
 
     measured = run.measured if run is not None else None
-    step_s = recovery.median_step(measured) if measured is not None else None
+    step_s = recovery.step_period(measured) if measured is not None else None
     write_s = recovery.median_checkpoint(measured) if measured is not None else None
     out = [
         Metric("parameters", "count", params.parameters),
@@ -231,7 +231,7 @@ def metrics(
         # The whole run, restarts included, beside a prediction that assumes no failure:
         # the difference is what the failures cost.
         Metric("time_s", "s", measured.makespan if measured else None, predicted.makespan),
-        Metric("step_s", "s", step_s, recovery.median_step(predicted)),
+        Metric("step_s", "s", step_s, recovery.step_period(predicted)),
         Metric("checkpoint_write_s", "s", write_s, recovery.median_checkpoint(predicted)),
     ]
     if run is not None:
