@@ -317,20 +317,17 @@ def finish(
     # What the ranks measured (compute, p2p), the messages' latency, then the collectives
     # as the run timed them (fitted against that latency), then compute as its spans
     # took: the prediction after a run composes the run's own figures (runtime.refine).
-    refined = lesson.prepare_model(params, model, results)
-    refined = refine_p2p(refined, program, measured)
+    warm = lesson.hooks.warmup_steps(params)  # steps the lesson's times leave out
+    refined = refine_p2p(lesson.prepare_model(params, model, results), program, measured)
+    chained = lesson.hooks.chained_collectives
+    before = simulate(program, refined)
     refined = refine_collectives(
-        refined,
-        program,
-        measured,
-        simulate(program, refined),
-        chained=lesson.hooks.chained_collectives,
+        refined, program, measured, before, chained=chained, warmup_steps=warm
     )
     replayed = refined
     if result.restarts is None or not result.restarts.failures:
         # After a restart the same Actions ran again, maybe on fewer ranks with more work
         # each: their spans are no measure of the Program's costs.
-        warm = lesson.hooks.warmup_steps(params)  # steps the lesson's times leave out
         refined = refine_compute(refined, program, measured, simulate(program, refined), warm)
         replayed = replay_compute(refined, program, measured, warm)
     predicted = simulate(program, replayed)

@@ -366,6 +366,31 @@ def test_each_series_keeps_the_collective_scale_its_run_timed() -> None:
     assert refined.collective_time(other) == pytest.approx(2e-3)  # median of 2, 6, 2 ms
 
 
+def test_refine_collectives_leaves_the_warmup_steps_out() -> None:
+    """A first step's collective pays its buffers' first use (here 20 ms against 2 ms):
+    with `warmup_steps`, as a lesson whose times leave that step out, it scales nothing."""
+    from runtime.costmodel import CostModel
+    from runtime.program import Action, Program
+    from runtime.refine_collectives import refine_collectives
+    from runtime.trace import Span, Timeline
+
+    model = CostModel("m", alpha=1e-3, beta=0.0, gamma=0.0)  # formula: 2 ms on 2 ranks
+    group = (0, 1)
+    program = Program(2)
+    spans = []
+    for step, took in enumerate((20e-3, 2e-3, 2e-3)):
+        for rank in group:
+            action = Action(f"ar{step}@r{rank}", rank, "all_reduce", group=group, bytes=8,
+                            step=step)  # fmt: skip
+            program.add(action)
+            spans.append(Span(rank, "all_reduce", "", step, step + took, action_id=action.id))
+    action = program.ranks[0][1]
+    steady = refine_collectives(model, program, Timeline(spans), chained=True, warmup_steps=1)
+    assert steady.collective_time(action) == pytest.approx(2e-3)
+    every = refine_collectives(model, program, Timeline(spans), chained=True)
+    assert every.collective_time(action) == pytest.approx(8e-3)  # the mean of 20, 2, 2
+
+
 def test_refine_chained_collectives_from_last_arrival_to_last_end() -> None:
     """`chained`: each instance runs from its last member's arrival to its last member's
     end (a late arrival's wait is not the collective's; a late finisher holds the next

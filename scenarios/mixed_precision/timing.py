@@ -36,13 +36,23 @@ BACKWARD = "B"
 NOT_COMPUTE = frozenset({COMM, "wait", "barrier"})
 
 
+FIRST_STEADY = 2  # steps count from 1; the first runs with torch's one initial bucket
+
+
+def warmup_steps(steps: int) -> int:
+    """What the timing leaves out, as Hooks.warmup_steps counts it (the steps before
+    FIRST_STEADY), so that the model refined after a run leaves it out too: step 1, when
+    there is another."""
+    return FIRST_STEADY if steps >= FIRST_STEADY else 0
+
+
 def steps_of(timeline: Timeline, series: str) -> dict[int, list[Span]]:
     """The series' spans by step, steady steps only (step 1 alone if there is no other)."""
     by_step: dict[int, list[Span]] = defaultdict(list)
     for span in timeline.of_series(series):
         if span.step is not None:
             by_step[span.step].append(span)
-    steady = {k: v for k, v in by_step.items() if k >= 2}
+    steady = {k: v for k, v in by_step.items() if k >= FIRST_STEADY}
     return steady or dict(by_step)
 
 
