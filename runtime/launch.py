@@ -32,13 +32,11 @@ Engine part, but torch-free.
 
 from __future__ import annotations
 
-import gc
 import multiprocessing.connection as mpc
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,34 +150,13 @@ def launch(
     run_dir = spec.run_dir or new_run_dir(spec.name)
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with collector_paused():
-        ranks = start(spec, run_dir)
-        try:
-            result = watch(spec, ranks, run_dir, on_message, cancel, started)
-            ranks.stop(patience_s=3.0)  # ranks exit by themselves after `done`
-            return result
-        finally:
-            ranks.stop()
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off in this (the parent) process while ranks run,
-    after one collection before they start. The parent reads every rank's records as they
-    stream, and a rank whose pipe is full waits in its send until the parent reads: a
-    full collection over a heap that earlier runs' timelines filled paused the parent for
-    long enough to stall a rank mid-forward (one pipeline forward 150-280 ms against
-    10-20; gpipe, the first schedule of a run, 0.6-1.2 s against 0.43 s in most runs of
-    a benchmark that had run ring-allreduce and zero before it, in the same process).
-    Reference counting still frees what the parent drops; cycles wait for the run's end."""
-    was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
+    ranks = start(spec, run_dir)
     try:
-        yield
+        result = watch(spec, ranks, run_dir, on_message, cancel, started)
+        ranks.stop(patience_s=3.0)  # ranks exit by themselves after `done`
+        return result
     finally:
-        if was_enabled:
-            gc.enable()
+        ranks.stop()
 
 
 def watch(

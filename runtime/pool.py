@@ -45,7 +45,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from runtime.launch import LaunchResult, LaunchSpec, RunCancelled, collector_paused, watch
+from runtime.launch import LaunchResult, LaunchSpec, RunCancelled, watch
 from runtime.rundirs import new_run_dir, runs_root
 from runtime.spawn import Ranks, rank_specs, start, threads_for
 
@@ -94,13 +94,12 @@ class RankPool:
             run_dir = spec.run_dir or new_run_dir(spec.name)
             run_dir.mkdir(parents=True, exist_ok=True)
             started = time.monotonic()
+            ranks = self._send(spec, run_dir, key)
+            warm = ranks is not None
             try:
-                with collector_paused():
-                    ranks = self._send(spec, run_dir, key)
-                    warm = ranks is not None
-                    if ranks is None:
-                        ranks = self._start(spec, run_dir, key)
-                    result = watch(spec, ranks, run_dir, on_message, cancel, started, warm=warm)
+                if ranks is None:
+                    ranks = self._start(spec, run_dir, key)
+                result = watch(spec, ranks, run_dir, on_message, cancel, started, warm=warm)
             except BaseException as exc:
                 self.discard()  # never reuse a group after a fault, a cancel or a timeout
                 with self._state:

@@ -73,11 +73,12 @@ def refine_collectives(
     member's arrival to its last member's end (`_took`; no predicted wait to take off,
     the arrivals' skew is already out), and the mean over instances instead of their
     median (their time on shared cores is heavy-tailed: the median instance
-    under-predicts their sum). The first `warmup_steps` steps are left out, as the
-    lesson's times leave them out: a first step's collectives pay their buffers' first
-    use, and with the mean over instances they threw why-distribute's hand-made series
-    off by up to 50% after the run (on 28 captured runs replayed both ways, ddp2 and
-    ddp4 came out within 2.7% and 1.0% without them, 5.4-9.0% and 4.7-7.7% with).
+    under-predicts their sum). Steps numbered below `warmup_steps` are left out
+    (runtime.program.past_warmup), as the lesson's times leave them out: a first step's
+    collectives pay their buffers' first use, and with the mean over instances they threw
+    why-distribute's hand-made series off by up to 50% after the run (on 28 captured runs
+    replayed both ways, ddp2 and ddp4 came out within 2.4% and 0.7% without them,
+    5.4-9.0% and 4.7-7.7% with).
     """
     forecast = predicted.by_action() if predicted is not None else {}
     spans = measured.by_action()
@@ -142,17 +143,19 @@ def refine_collectives(
     if not ratios and not buckets and not untimed:
         return model
     center = statistics.fmean if chained else statistics.median
-    scale = {k: min(20.0, max(0.2, center(v))) for k, v in ratios.items()}
     # The buckets' steps by their mean: it is their sum a run's steps pay, and the step
     # a lesson with buckets reports is the mean one (mixed precision's period).
-    scale |= {k: min(20.0, max(0.2, statistics.fmean(v))) for k, v in buckets.items()}
+    centered = [(k, center(v)) for k, v in ratios.items()]
+    centered += [(k, statistics.fmean(v)) for k, v in buckets.items()]
+    scale = {k: min(20.0, max(0.2, value)) for k, value in centered}
     scale |= dict.fromkeys(untimed, 0.0)
+    own = {k for k in ratios if ":" in k}  # each series' own kinds: counted, not listed
     said = ", ".join(
-        f"{k} ×{v:.2f}" for k, v in sorted(scale.items()) if "@" not in k and ":" not in k
+        f"{k} ×{v:.2f}" for k, v in sorted(scale.items()) if "@" not in k and k not in own
     )
     sizes = sum("@" in k for k in scale)
     said += f"; {sizes} sizes apart" if sizes else ""
-    series = sum(":" in k and "@" not in k for k in ratios)
+    series = sum("@" not in k for k in own)
     said += f"; {series} series' own" if series else ""
     return replace(
         model,

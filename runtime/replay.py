@@ -37,8 +37,8 @@ def replay_compute(
     failure-resume's, come out the same either way). The model with sharing stays the
     one to predict other configurations from. Each series (a zero stage, a pipeline
     schedule) gets its own compute costs on top (_own_series). A slowed run keeps its
-    model (its costs are CPU seconds: refine_compute). The first `warmup_steps` steps'
-    spans are left out, as the lesson's times leave them out."""
+    model (its costs are CPU seconds: refine_compute). The spans of steps numbered below
+    `warmup_steps` are left out, as the lesson's times leave them out."""
     if model.slow or not model.cores:
         return model
     # Start from the costs at the share of a core every rank would have (ranks/cores

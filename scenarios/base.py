@@ -186,9 +186,10 @@ class Hooks(Generic[P]):
     # The lesson's headline time, per series: the metric(s) whose prediction the error
     # budget holds to (a makespan or a step time; playground.prediction_error).
     headline: tuple[str, ...] = ()
-    # The first steps the lesson's times leave out (a warm-up: Adam allocating its
-    # moments, torch's DDP rebuilding its buckets): refining the model after a run
-    # leaves their spans out too.
+    # The step numbers below this one are the ones the lesson's times leave out (a
+    # warm-up: Adam allocating its moments, torch's DDP rebuilding its buckets; a lesson
+    # that counts its steps from 1 and leaves one out says 2): refining the model after
+    # a run leaves their spans out too (runtime.program.past_warmup).
     warmup_steps: Callable[[P], int] = lambda _params: 0
     # Metrics and curves that need the prepared cost model or the run (None before one):
     # a sweep the model predicts, the loss curves a run measured.

@@ -110,9 +110,18 @@ def raise_on_rank_one(ctx: RankContext[None]) -> dict[str, Any]:
 
 def seeded_sum(ctx: RankContext[None]) -> dict[str, Any]:
     """Draws from torch's global generator (seeded per job by runtime.worker), all-reduced:
-    the same numbers on a fresh rank and on a warm one."""
+    the same numbers on a fresh rank and on a warm one; and whether the job ran with the
+    cyclic garbage collector on, and the imports' objects frozen (runtime.worker.run_rank)."""
+    import gc
+
     ctx.start_clock()
     x = torch.randn(4)
     total = x.clone()
     dist.all_reduce(total)
-    return {"mine": x.tolist(), "sum": total.tolist(), "threads": torch.get_num_threads()}
+    return {
+        "mine": x.tolist(),
+        "sum": total.tolist(),
+        "threads": torch.get_num_threads(),
+        "collecting": gc.isenabled(),
+        "frozen": gc.get_freeze_count() > 0,
+    }

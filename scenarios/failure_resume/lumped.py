@@ -12,7 +12,7 @@ whole run puts them: step k > 1 starts at
 t_first + (k−2)·t_step + ⌊(k−1)/every⌋·t_checkpoint + ⌊(k−2)/every⌋·t_after
 (t_after: the wake-up a step right after a checkpoint pays beyond a usual one).
 One bar per rank stands for the steps in between. The metrics read the same
-numbers off this timeline as off the full one (the run's end, the median step,
+numbers off this timeline as off the full one (the run's end, the mean step,
 the median checkpoint); the lesson's tests check that they agree where both run.
 
 Imports: runtime's pure part and the lesson contract (the UI imports this).

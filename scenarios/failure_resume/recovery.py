@@ -5,7 +5,7 @@ Split out of scenarios.failure_resume.lesson (so it reads in one sitting): the
 steps and checkpoints) and the metrics of a real run: the restart
 supervisor's typed account (runtime.restart.RestartReport), the final state
 against the uninterrupted rerun (the ranks' ResumeResult), and the
-median step and checkpoint write read off a timeline (measured or predicted,
+mean step period and the median checkpoint write read off a timeline (measured or predicted,
 lost work left out).
 
 Imports: runtime's pure part and the lesson contract (the UI imports this).

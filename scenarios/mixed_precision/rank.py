@@ -44,6 +44,7 @@ from scenarios.mixed_precision.lesson import MixedParams
 from scenarios.mixed_precision.plan import Variant, variants
 from scenarios.mixed_precision.results import MixedResult, SeriesResult, Underflow
 from scenarios.mixed_precision.scaler import INIT_SCALE
+from scenarios.mixed_precision.timing import FIRST_STEADY
 from scenarios.mixed_precision.trainer import SeriesTrainer
 
 Context = RankContext[MixedParams]
@@ -87,7 +88,7 @@ class StepRunner:
         assert names == [p.name for p in buckets.gpt_params(shape)], "MiniGPT changed"
 
     def cost(self, key: str | None, seconds: float, step: int) -> None:
-        if key is not None and (step >= 2 or self.ctx.params.steps == 1):
+        if key is not None and (step >= FIRST_STEADY or self.ctx.params.steps == 1):
             self.costs[key].append(seconds)
 
     def messages(self, buckets: list[tuple[Action, float]], step: int) -> None:
@@ -95,7 +96,7 @@ class StepRunner:
         sample, the average message (the slow last buckets count, as the step pays them);
         runtime.refine.refine makes the latency of the samples' median."""
         n, count = self.ctx.world_size, 2 * (self.ctx.world_size - 1) * len(buckets)
-        if buckets and (step >= 2 or self.ctx.params.steps == 1):
+        if buckets and (step >= FIRST_STEADY or self.ctx.params.steps == 1):
             nbytes = sum(int(a.bytes or 0) for a, _ in buckets) // n
             self.p2p.append((nbytes * 2 * (n - 1) // count, sum(s for _, s in buckets) / count))
 
