@@ -108,6 +108,19 @@ def makespan(spans: Iterable[Span]) -> float:
     return max(s.end for s in spans) - min(s.start for s in spans)
 
 
+def mean_step_period(spans: Iterable[Span], first: int, last: int) -> float | None:
+    """Steps `first`..`last` as a run flows, per step: from the last span out of step
+    first − 1 to the last one out of step `last` (what iterations/s counts: the skew the
+    ranks enter a step with is not read as its time). None without both of those steps."""
+    ends: dict[int, float] = {}
+    for s in spans:
+        if s.step == first - 1 or s.step == last:
+            ends[s.step] = max(ends.get(s.step, s.end), s.end)
+    if first - 1 not in ends or last not in ends:
+        return None
+    return (ends[last] - ends[first - 1]) / (last - first + 1)
+
+
 @dataclass
 class Timeline:
     spans: list[Span] = field(default_factory=list)

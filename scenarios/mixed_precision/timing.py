@@ -29,7 +29,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from runtime.trace import Span, Timeline
+from runtime.trace import Span, Timeline, mean_step_period
 
 COMM = "all_reduce"
 BACKWARD = "B"
@@ -74,13 +74,9 @@ def step_s(timeline: Timeline, series: str) -> float | None:
     steps = steps_of(timeline, series)
     if not steps:
         return None
-    ends: dict[int, float] = {}
-    for span in timeline.of_series(series):
-        if span.step is not None:
-            ends[span.step] = max(ends.get(span.step, span.end), span.end)
-    before = min(steps) - 1
-    if before in ends:  # the period: from the end of the step before the steady ones
-        return (ends[max(steps)] - ends[before]) / len(steps)
+    period = mean_step_period(timeline.of_series(series), min(steps), max(steps))
+    if period is not None:  # from the end of the step before the steady ones
+        return period
     return statistics.median(
         max(s.end for s in spans) - min(s.start for s in spans) for spans in steps.values()
     )

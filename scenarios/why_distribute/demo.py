@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from runtime.compute import TYPICAL_CPU
 from runtime.costmodel import CostModel
 from runtime.program import Action, Program, barriers, past_warmup
-from runtime.trace import Timeline, makespan
+from runtime.trace import Timeline, makespan, mean_step_period
 from scenarios.base import RunData
 from scenarios.metrics import CATEGORIES, Metric, find
 from scenarios.shape import FP32, GPTShape
@@ -301,11 +301,10 @@ def steady_step_s(timeline: Timeline, series: str, steps: int) -> float:
     spans = [s for s in timeline.of_series(series) if s.kind != "barrier"]
     if not warm:
         return makespan(spans)
-    done = max((s.end for s in spans if s.step is not None and s.step < warm), default=None)
-    end = max((s.end for s in spans if past_warmup(s.step, warm)), default=None)
-    if done is None or end is None:
+    period = mean_step_period(spans, warm, steps - 1)
+    if period is None:
         return makespan(s for s in spans if past_warmup(s.step, warm)) / (steps - warm)
-    return (end - done) / (steps - warm)
+    return period
 
 
 def refusal_line(rank: int, label: str, held: dict[str, int], cap: int) -> dict[str, str]:
