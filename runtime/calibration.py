@@ -35,7 +35,7 @@ from runtime.costmodel import WAKE, CostModel
 from runtime.files import write_text_atomic
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
-METHOD_VERSION = 17
+METHOD_VERSION = 18
 # What the ranks of a calibration run (runtime.calibration_rank).
 RANK_ENTRY = "runtime.calibration_rank:run_rank"
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
@@ -163,7 +163,7 @@ def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> Co
     reduce_reps = zip(*(r["reduce_s"] for r in rank_results), strict=True)
     gamma = statistics.median(max(rep) for rep in reduce_reps) / REDUCE_BYTES
     host = socket.gethostname()
-    scale = busy_scale(rank_results, world_size, alpha, beta, gamma)
+    scales = busy_ring_scales(rank_results, world_size, alpha, beta, gamma)
     builtin = busy_scale(
         rank_results, world_size, alpha, beta, gamma, timing="busy_builtin_all_reduce"
     )
@@ -174,7 +174,7 @@ def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> Co
         # Hand-made collectives by their kind; torch's own blocking ones as builtin.<kind>
         # (runtime.costmodel.scale_key), each as timed between computes.
         collective_scale={
-            **{kind: scale for kind in kinds},
+            **scales,
             **{f"builtin.{kind}": builtin for kind in kinds},
         },
         name=f"calibrated:{host}/{backend}/n={world_size}",
@@ -294,6 +294,38 @@ def parallel_overheads(rows: list[list[float]]) -> dict[str, float]:
         name: max(statistics.median(row[i] - row[2 + i] for row in rows), 0.0) / 2
         for i, name in enumerate(names)
     }
+
+
+def busy_ring_scales(
+    rank_results: list[dict[str, Any]],
+    world_size: int,
+    alpha: float,
+    beta: float,
+    gamma: float,
+) -> dict[str, float]:
+    """The hand-made collectives' scales by kind, from the ring all-reduce timed between
+    computes: "all_reduce" the whole (busy_scale); "reduce_scatter" its first half and
+    "all_gather" its second, each over its own formula. The halves differ: the
+    reduce-scatter meets the ranks as the compute before it left them, a step apart, and
+    waits out their skew; the all-gather starts on ranks the ring has already lined up
+    (measured here, 4 ranks on 2 cores: the all-gather half about two thirds of the
+    reduce-scatter's). A zero stage's all-gathers and reduce-scatters are costed each
+    by its own. Without the halves (a result from before them), every kind the whole's."""
+    whole = busy_scale(rank_results, world_size, alpha, beta, gamma)
+    pairs = [
+        (took, half)
+        for r in rank_results
+        for took, half in zip(
+            r.get("busy_all_reduce", []), r.get("busy_reduce_scatter", []), strict=False
+        )
+    ]
+    scales = {"all_reduce": whole, "reduce_scatter": whole, "all_gather": whole}
+    if pairs:
+        rs = formulas.ring_reduce_scatter_time(world_size, BUSY_BYTES, alpha, beta, gamma)
+        ag = formulas.ring_all_gather_time(world_size, BUSY_BYTES, alpha, beta)
+        scales["reduce_scatter"] = max(MIN_SCALE, statistics.median(h for _, h in pairs) / rs)
+        scales["all_gather"] = max(MIN_SCALE, statistics.median(t - h for t, h in pairs) / ag)
+    return scales
 
 
 def busy_scale(

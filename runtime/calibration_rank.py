@@ -75,7 +75,7 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
     return {
         "sendrecv": timings,
         "reduce_s": reduce_s,
-        "busy_all_reduce": _busy_all_reduce(ctx, comm) if n > 1 else [],
+        **(_busy_ring(ctx, comm) if n > 1 else {}),
         "busy_builtin_all_reduce": _busy_all_reduce(ctx, comm, builtin=True) if n > 1 else [],
         "blocks": timing.blocks(),
         "adam": timing.adam(),
@@ -88,30 +88,55 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
     }
 
 
-def _busy_all_reduce(ctx: RankContext[None], comm: Comm, builtin: bool = False) -> list[float]:
+def _busy_ring(ctx: RankContext[None], comm: Comm) -> dict[str, list[float]]:
+    """The hand-made ring all-reduce between computes (_busy_all_reduce), with the time
+    its reduce-scatter half took: "busy_all_reduce" and "busy_reduce_scatter" seconds."""
+    halves: list[float] = []
+    return {
+        "busy_all_reduce": _busy_all_reduce(ctx, comm, halves=halves),
+        "busy_reduce_scatter": halves,
+    }
+
+
+def _busy_all_reduce(
+    ctx: RankContext[None], comm: Comm, builtin: bool = False, halves: list[float] | None = None
+) -> list[float]:
     """Seconds of ring all-reduces of BUSY_BYTES between computes, as a training step
     interleaves them: every rank runs a block's forward, then joins the all-reduce. A rank
     descheduled by the others' compute holds up every step of the ring; an all-reduce
     timed alone (above) never sees that, a lesson's always does. The hand-made ring (the
-    lessons' own), or with `builtin` torch's (`dist.all_reduce`, a TP layer's)."""
+    lessons' own), or with `builtin` torch's (`dist.all_reduce`, a TP layer's).
+    `halves` (hand-made only): gets each repetition's reduce-scatter half, read as the
+    ring turns to its all-gather, so the all-reduce runs exactly as without it."""
     group = list(range(ctx.world_size))
     numel = BUSY_BYTES // 4
     buffer = torch.ones(numel, dtype=torch.float32)
     steps = collectives.ring_all_reduce(group, numel, 4)[ctx.rank]
     block = Block(GPTConfig(vocab=64, seq=64, hidden=64, heads=4, layers=1))
     x = torch.randn(8, 64, 64)
-    samples = []
+    samples: list[float] = []
+    turn = [0.0]  # when this repetition's ring turned to its all-gather
+
+    def runner(actions: list[Action], handler: Any) -> None:
+        for action in actions:
+            if action.phase == "all-gather" and not turn[0]:
+                turn[0] = time.perf_counter()
+            handler(action)
+
     dist.barrier()
     for rep in range(BUSY_REPS + 2):
         with torch.no_grad():
             block(x)
+        turn[0] = 0.0
         start = time.perf_counter()
         if builtin:
             dist.all_reduce(buffer)
         else:
-            comm.run(steps, buffer)
+            comm.run(steps, buffer, runner=runner)
         if rep >= 2:  # two warm-ups
             samples.append(time.perf_counter() - start)
+            if halves is not None:
+                halves.append(turn[0] - start)
     return samples
 
 

@@ -141,3 +141,19 @@ def test_adam_seconds_adds_a_cost_per_tensor():
     assert TYPICAL_CPU.adam_seconds(1000, 29) == pytest.approx(
         one + 28 * TYPICAL_CPU.adam_s_per_tensor
     )
+
+
+def test_reduce_scatter_and_all_gather_are_scaled_by_their_own_half_of_the_busy_ring():
+    alpha, beta, gamma = 1e-3, 1e-9, 1e-10
+    rs = formulas.ring_reduce_scatter_time(4, calibration.BUSY_BYTES, alpha, beta, gamma)
+    ag = formulas.ring_all_gather_time(4, calibration.BUSY_BYTES, alpha, beta)
+    # The reduce-scatter half at 3x its formula, the all-gather half at 1.5x.
+    took, half = 3.0 * rs + 1.5 * ag, 3.0 * rs
+    results = [{"busy_all_reduce": [took] * 3, "busy_reduce_scatter": [half] * 3}]
+    scales = calibration.busy_ring_scales(results, 4, alpha, beta, gamma)
+    assert scales["reduce_scatter"] == pytest.approx(3.0)
+    assert scales["all_gather"] == pytest.approx(1.5)
+    assert scales["all_reduce"] == pytest.approx(took / (rs + ag))
+    # A result without the halves: every kind the whole's scale.
+    older = calibration.busy_ring_scales([{"busy_all_reduce": [took]}], 4, alpha, beta, gamma)
+    assert older["reduce_scatter"] == older["all_gather"] == older["all_reduce"]
