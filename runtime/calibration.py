@@ -304,13 +304,11 @@ def busy_ring_scales(
     gamma: float,
 ) -> dict[str, float]:
     """The hand-made collectives' scales by kind, from the ring all-reduce timed between
-    computes: "all_reduce" the whole (busy_scale); "reduce_scatter" its first half and
-    "all_gather" its second, each over its own formula. The halves differ: the
-    reduce-scatter meets the ranks as the compute before it left them, a step apart, and
-    waits out their skew; the all-gather starts on ranks the ring has already lined up
-    (measured here, 4 ranks on 2 cores: the all-gather half about two thirds of the
-    reduce-scatter's). A zero stage's all-gathers and reduce-scatters are costed each
-    by its own. Without the halves (a result from before them), every kind the whole's."""
+    computes: "all_reduce" the whole (busy_scale), "reduce_scatter" its first half and
+    "all_gather" its second, each over its own formula. The reduce-scatter waits out the
+    skew the compute before it left; the all-gather starts on ranks the ring has lined
+    up (here, 4 ranks on 2 cores, about two thirds of the reduce-scatter's half).
+    Without the halves (an older result), every kind gets the whole's."""
     whole = busy_scale(rank_results, world_size, alpha, beta, gamma)
     pairs = [
         (took, half)
