@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from runtime import formulas
-from runtime.compute import ComputeRates, block_flops, fit_block
+from runtime.compute import ComputeRates, block_flops, fit_block, split_fractions
 from runtime.costmodel import WAKE, CostModel
 from runtime.files import write_text_atomic
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
-METHOD_VERSION = 18
+METHOD_VERSION = 19
 # What the ranks of a calibration run (runtime.calibration_rank).
 RANK_ENTRY = "runtime.calibration_rank:run_rank"
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
@@ -46,6 +46,7 @@ REPS = 9
 BLOCK_SHAPES = ((32, 64, 16), (32, 512, 16), (64, 512, 64), (64, 2048, 64), (128, 2048, 64))
 BLOCK_ROUNDS = 3  # per shape, after a warm-up round: the median of every forward, backward
 LIVE_GRAPHS = 4  # forwards whose activations are alive at once, then their backwards
+SPLIT_SHAPE = (64, 2048, 64)  # the block also timed with a split backward: the pipeline's
 DISK_BYTES = 4 * 2**20
 # Adam's cost per tensor, from this many tensors of this many elements beside one large
 # tensor (runtime.calibration_compute.adam): a MiniGPT block's LayerNorm and bias sizes.
@@ -238,9 +239,9 @@ def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
         op_s=statistics.median(r["op_s"] for r in rank_results),
         **sharded,
         **parallel,
-        source="MiniGPT blocks, eager operators, Adam, FSDP2, tensor parallelism and an fsync'ed write timed "
-        "on this machine, "
-        "every rank busy at once (CPU seconds)",
+        **split_fractions([r["split"] for r in rank_results if r.get("split")]),
+        source="MiniGPT blocks (and one's split backward), eager operators, Adam, FSDP2, tensor "
+        "parallelism and an fsync'ed write timed on this machine, every rank busy at once (CPU seconds)",
     )
 
 

@@ -78,6 +78,7 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
         **(_busy_ring(ctx, comm) if n > 1 else {}),
         "busy_builtin_all_reduce": _busy_all_reduce(ctx, comm, builtin=True) if n > 1 else [],
         "blocks": timing.blocks(),
+        "split": timing.split_backward(),
         "adam": timing.adam(),
         "op_s": timing.op_seconds(),
         "wake": timing.wake(n),

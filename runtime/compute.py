@@ -23,6 +23,7 @@ Pure: stdlib only (fit_block imports numpy when a calibration is fitted).
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -66,6 +67,11 @@ class ComputeRates:
     # dispatch and launch, no FLOPs to speak of. 0: a block forward's overhead over its
     # operators (`op_seconds`).
     op_s: float = 0.0
+    # A split backward (zero-bubble's Bi, then W: runtime.split_backward) as fractions of
+    # the full one: half each in theory and on a GPU (the zero-bubble paper's B = Bi + W);
+    # on a CPU autograd still walks the whole graph for Bi (calibrated: split_fractions).
+    split_input_fraction: float = 0.5
+    split_weight_fraction: float = 0.5
     peak_flops_per_s: float | None = None  # a datasheet's figure, when there is one
     achieved_fraction: float | None = None  # MFU assumed against that peak
     memory_bytes: float | None = None  # one device's memory (a datasheet's)
@@ -131,6 +137,19 @@ class ComputeRates:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ComputeRates:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def split_fractions(rows: list[list[float]]) -> dict[str, float]:
+    """ComputeRates' split fractions from each rank's [full backward, Bi, W] seconds
+    (runtime.calibration_compute.split_backward): the median over ranks of Bi/B and W/B;
+    none without rows (the defaults stand)."""
+    rows = [row for row in rows if row[0] > 0]
+    if not rows:
+        return {}
+    return {
+        "split_input_fraction": statistics.median(bi / full for full, bi, _ in rows),
+        "split_weight_fraction": statistics.median(w / full for full, _, w in rows),
+    }
 
 
 def block_flops(tokens: int, hidden: int, seq: int) -> int:

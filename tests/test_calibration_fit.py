@@ -157,3 +157,13 @@ def test_reduce_scatter_and_all_gather_are_scaled_by_their_own_half_of_the_busy_
     # A result without the halves: every kind the whole's scale.
     older = calibration.busy_ring_scales([{"busy_all_reduce": [took]}], 4, alpha, beta, gamma)
     assert older["reduce_scatter"] == older["all_gather"] == older["all_reduce"]
+
+
+def test_split_backward_fractions_are_the_median_ratio_over_ranks():
+    # Each rank's [full backward, Bi, W] seconds.
+    rows = [[10.0, 9.0, 4.0], [20.0, 16.0, 8.0], [10.0, 8.0, 5.0]]
+    fractions = compute.split_fractions(rows)
+    assert fractions["split_input_fraction"] == pytest.approx(0.8)
+    assert fractions["split_weight_fraction"] == pytest.approx(0.4)
+    assert compute.split_fractions([]) == {}  # the defaults (half each) stand
+    assert compute.ComputeRates(1, 1, 0, 0, 0).split_input_fraction == 0.5

@@ -135,6 +135,11 @@ def test_estimate_keeps_the_unit_profile_and_fills_every_stage_from_the_rates():
     # the first stage adds the embedding, the last the head: both cost more
     assert model.compute["F.s0of4"] > model.compute["F.s1of4"] < model.compute["F.s3of4"]
     assert model.compute["Bi.s1of8"] == pytest.approx(model.compute["B.s1of8"] / 2)
+    # A calibrated CPU's split backward: Bi and W as the fractions of B it measured.
+    cpu = replace(rates, split_input_fraction=0.9, split_weight_fraction=0.4)
+    calibrated = estimate(params, replace(profile, rates=cpu))
+    assert calibrated.compute["Bi.s1of8"] == pytest.approx(0.9 * calibrated.compute["B.s1of8"])
+    assert calibrated.compute["W.s1of8"] == pytest.approx(0.4 * calibrated.compute["B.s1of8"])
 
 
 def test_a_run_refines_stage_costs_and_alpha_as_before():

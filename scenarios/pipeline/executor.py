@@ -29,15 +29,16 @@ Engine part: imports torch, only inside rank processes.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
-from torch import nn
 
 from runtime.models import Stage
 from runtime.program import Action
+from runtime.split_backward import Linears, input_gradients, recording_linears, weight_gradients
 
 Key = tuple[int, int]  # (stage, microbatch)
 
@@ -49,7 +50,7 @@ class Held:
     inputs: torch.Tensor | None
     output: torch.Tensor
     saved_bytes: int
-    linears: list[tuple[nn.Linear, torch.Tensor, torch.Tensor | None]] = field(default_factory=list)
+    linears: Linears = field(default_factory=list)
     output_grads: list[torch.Tensor] | None = None  # dL/dy of each Linear, after a split B
 
     def bytes(self) -> int:
@@ -57,13 +58,6 @@ class Held:
             return self.saved_bytes
         kept = [x for _, x, _ in self.linears] + self.output_grads
         return sum(t.numel() * t.element_size() for t in kept)
-
-
-def _accumulate(param: torch.Tensor, grad: torch.Tensor) -> None:
-    if param.grad is None:
-        param.grad = grad.detach().clone()
-    else:
-        param.grad.add_(grad)
 
 
 class PipelineExecutor:
@@ -171,7 +165,6 @@ class PipelineExecutor:
         else:
             inputs = self.arrived.pop((stage_index, mb)).requires_grad_()
             x = inputs
-        linears: list[tuple[nn.Linear, torch.Tensor, torch.Tensor | None]] = []
         split = bool(action.arg("split", False))  # the Program says if B is split
         saved = [0]
         seen: set[int] = set()
@@ -183,25 +176,13 @@ class PipelineExecutor:
                 saved[0] += t.numel() * t.element_size()
             return t
 
-        hooks = []
-        if split:
-            for module in stage.modules():
-                if isinstance(module, nn.Linear):
-                    hooks.append(
-                        module.register_forward_hook(
-                            lambda mod, args, out: linears.append((mod, args[0].detach(), out))
-                        )
-                    )
-        try:
-            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-                if stage.is_last:
-                    output = stage(x, self.targets[mb]) / self.microbatches
-                    self.losses[mb] = float(output.detach()) * self.microbatches
-                else:
-                    output = stage(x)
-        finally:
-            for hook in hooks:
-                hook.remove()
+        recording = recording_linears(stage) if split else contextlib.nullcontext([])
+        with recording as linears, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            if stage.is_last:
+                output = stage(x, self.targets[mb]) / self.microbatches
+                self.losses[mb] = float(output.detach()) * self.microbatches
+            else:
+                output = stage(x)
         self.held[(stage_index, mb)] = Held(inputs, output, saved[0], linears)
         if not stage.is_last:
             self.outgoing[("activation", stage_index, mb)] = output.detach()
@@ -217,32 +198,17 @@ class PipelineExecutor:
             if held.inputs is not None:
                 self.outgoing[("gradient", *key)] = held.inputs.grad
             return
-        # Input gradient only: ask autograd for dL/d(input) and dL/dy of every Linear
-        # (then it skips the weight-gradient matmuls), plus the few parameters that
-        # are not Linear weights (LayerNorm, embeddings), which are cheap.
-        linear_params = {id(p) for mod, _, _ in held.linears for p in mod.parameters()}
-        others = [p for p in stage.parameters() if id(p) not in linear_params]
-        ys = [y for _, _, y in held.linears if y is not None]
-        wanted = ([held.inputs] if held.inputs is not None else []) + ys + others
-        grads = torch.autograd.grad(held.output, wanted, grad_out, allow_unused=True)
-        offset = 0
-        if held.inputs is not None:
-            self.outgoing[("gradient", *key)] = grads[0]
-            offset = 1
-        held.output_grads = [g.detach() for g in grads[offset : offset + len(ys)]]
-        for param, grad in zip(others, grads[offset + len(ys) :], strict=True):
-            if grad is not None:
-                _accumulate(param, grad)
-        # The graph is freed: only each Linear's input x and output gradient g remain.
+        # Input gradient only (runtime.split_backward): autograd skips the weight-gradient
+        # matmuls; only each Linear's input x and output gradient g remain for W.
+        grad_in, held.output_grads = input_gradients(
+            stage, held.output, grad_out, held.inputs, held.linears
+        )
+        if grad_in is not None:
+            self.outgoing[("gradient", *key)] = grad_in
         held.output = held.output.detach()
-        held.linears = [(mod, x, None) for mod, x, _ in held.linears]
 
     def weight_grad(self, action: Action) -> None:
         key = (action.stage or 0, action.microbatch or 0)
         held = self.held.pop(key)
         assert held.output_grads is not None, "W before B"
-        for (linear, x, _), g in zip(held.linears, held.output_grads, strict=True):
-            g2 = g.reshape(-1, g.shape[-1])
-            _accumulate(linear.weight, g2.t() @ x.reshape(-1, x.shape[-1]))
-            if linear.bias is not None:
-                _accumulate(linear.bias, g2.sum(0))
+        weight_gradients(held.linears, held.output_grads)

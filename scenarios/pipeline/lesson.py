@@ -145,18 +145,19 @@ def estimate(params: PipelineParams, model: CostModel) -> CostModel:
     """Stage costs before a run has measured them: the profile's own when it has them
     (unit: F = 1, B = 2 per full stage), else from the compute rates (runtime.compute:
     calibrated on this machine, or a datasheet's): the stage's blocks, with the
-    embedding on the first and the head on the last; the split backward as Bi = W = B/2."""
+    embedding on the first and the head on the last; the split backward's Bi and W as the
+    rates' fractions of B (half each in theory; calibrated: on a CPU Bi is nearly B)."""
     if "F" in model.compute:
         return model
-    costs = params.model.costs(
-        model.rates or TYPICAL_CPU, params.microbatch_size * params.model.seq
-    )
+    rates = model.rates or TYPICAL_CPU
+    costs = params.model.costs(rates, params.microbatch_size * params.model.seq)
+    bi, w = rates.split_input_fraction, rates.split_weight_fraction
     estimated: dict[str, float] = {}
     for schedule in params.schedule:
         stages = params.shape(schedule).virtual_stages
         for s, count in enumerate(formulas.even_split(params.model.layers, stages)):
             f, b = costs.stage(count, first=s == 0, last=s == stages - 1)
-            for kind, cost in (("F", f), ("B", b), ("Bi", b / 2), ("W", b / 2)):
+            for kind, cost in (("F", f), ("B", b), ("Bi", b * bi), ("W", b * w)):
                 estimated[cost_key(kind, s, stages)] = cost
     gloo = model.details.get("backend", "gloo") == "gloo"
     on_cpu = model.rates is None or model.rates.peak_flops_per_s is None
