@@ -125,6 +125,8 @@ def report_calibration(model: CostModel, as_json: bool) -> None:
                 br=f"{rates.backward_flops_per_s / 1e9:.1f}",
                 fe=f"{rates.forward_s_per_element * 1e9:.1f}",
                 be=f"{rates.backward_s_per_element * 1e9:.1f}",
+                bi=f"{rates.split_input_fraction:.2f}",
+                w=f"{rates.split_weight_fraction:.2f}",
                 adam=f"{rates.adam_s_per_element * 1e9:.2f}",
                 adam_tensor=format_seconds(rates.adam_s_per_tensor),
                 op=format_seconds(rates.op_seconds()),

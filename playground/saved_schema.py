@@ -121,6 +121,9 @@ class RatesDoc(Struct, frozen=True):
     forward_s_per_element: Annotated[float, Meta(ge=0, le=1)] = 0.0
     backward_s_per_element: Annotated[float, Meta(ge=0, le=1)] = 0.0
     op_s: Annotated[float, Meta(ge=0, le=1e3)] = 0.0
+    # Bi and W of a split backward over the full one (a CPU's Bi is nearly B).
+    split_input_fraction: Annotated[float, Meta(ge=0, le=10)] = 0.5
+    split_weight_fraction: Annotated[float, Meta(ge=0, le=10)] = 0.5
     peak_flops_per_s: Rate | None = None
     achieved_fraction: Fraction | None = None
     memory_bytes: Annotated[float, Meta(ge=0, le=1e18)] | None = None
