@@ -33,7 +33,7 @@ from itertools import groupby
 import torch
 import torch.distributed as dist
 
-from runtime.comm import Comm, ring_all_gather, ring_all_reduce
+from runtime.comm import Comm, Spent, ring_all_gather, ring_all_reduce
 from runtime.models import GPTConfig, MiniGPT
 from runtime.program import Action
 from runtime.worker import RankContext
@@ -81,6 +81,7 @@ class Server:
         self.local_logits: torch.Tensor | None = None
         self.comm = Comm()  # the hand-made rings of TP, counting their bytes
         self.sends: list[tuple[dist.Work, torch.Tensor]] = []
+        self.spent = Spent()  # finished requests, freed a while later (runtime.comm)
         self.origin = 0.0
         # Per kind: [CPU seconds, planned seconds], summed over this rank's actions.
         self.cpu: dict[str, list[float]] = {"prefill": [0.0, 0.0], "decode": [0.0, 0.0]}
@@ -200,10 +201,10 @@ class Server:
         if action.tag == 0:
             it = self.iteration(action)
             self.x = torch.empty(action.bytes // 4).view(it.work.tokens, -1)
-            dist.recv(self.x, action.src, tag=0)
+            self.spent.wait(dist.irecv(self.x, action.src, tag=0))
             return
         buffer = torch.empty(action.bytes // 8, dtype=torch.int64)
-        dist.recv(buffer, action.src, tag=action.tag)
+        self.spent.wait(dist.irecv(buffer, action.src, tag=action.tag))
         engine = action.tag - 1
         previous = [
             i for i in self.index.plan.iterations[: action.arg("iteration")] if i.engine == engine
@@ -214,7 +215,7 @@ class Server:
 
     def finish(self) -> None:
         for work, _ in self.sends:
-            work.wait()
+            self.spent.wait(work)
         self.sends.clear()
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
+from runtime.comm import Spent
 from runtime.models import Stage
 from runtime.program import Action
 from runtime.split_backward import Linears, input_gradients, recording_linears, weight_gradients
@@ -84,6 +85,7 @@ class PipelineExecutor:
         self.held: dict[Key, Held] = {}
         self.outgoing: dict[tuple[str, int, int], torch.Tensor] = {}
         self.sends: list[dist.Work] = []
+        self.spent = Spent()  # finished requests, freed a while later (runtime.comm)
         self.posted: dict[str, tuple[dist.Work, torch.Tensor]] = {}
         self.bytes_sent = 0
         self.peak_inflight = 0
@@ -140,10 +142,10 @@ class PipelineExecutor:
         key = (action.stage or 0, action.microbatch or 0)
         if action.id in self.posted:
             work, buffer = self.posted.pop(action.id)
-            work.wait()
+            self.spent.wait(work)
         else:
             buffer = self._activation(key[1])
-            dist.recv(buffer, src=action.src, tag=action.tag)
+            self.spent.wait(dist.irecv(buffer, src=action.src, tag=action.tag))
         if action.arg("buffer") == "activation":
             self.arrived[key] = buffer
         else:
@@ -152,7 +154,7 @@ class PipelineExecutor:
     def finish(self) -> None:
         """Wait for the sends still on the wire (their buffers must outlive them)."""
         for work in self.sends:
-            work.wait()
+            self.spent.wait(work)
         self.sends.clear()
 
     # -- compute -----------------------------------------------------------------
