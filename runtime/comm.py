@@ -13,13 +13,17 @@ chunk has arrived (and is reduced); its own send may still be on the wire,
 like an eager send, so a rank is not held back by a slow right neighbour.
 A chunk is never written while a send still reads it (`_settle`).
 
-A finished request is kept a while before it is freed (`Spent`): freeing a gloo
-send or receive right after its wait returns held the rank until gloo's own thread
-let go of it, a scheduler tick (4 ms) whenever that thread was waiting for a core.
-`python benchmarks/p2p_release.py`, a 32-float ring all-reduce between computes on 2
-ranks: pinned to a core each, median 4.0 ms freed at once against 0.13 ms kept;
-unpinned, as the lessons run, 0.42 against 0.29 ms, with 24% of the all-reduces past
-2 ms against 7%.
+Every wait on a gloo send or receive goes through `Spent`, which can keep a
+finished request a while before it is freed. Freed right after its wait returns, a
+request held its rank until gloo's own thread let go of it, a scheduler tick (4 ms)
+whenever that thread waited for a core. `python benchmarks/p2p_release.py`, a
+32-float ring all-reduce between computes on 2 ranks: pinned to a core each, median
+4.0 ms freed at once against 0.13 ms kept; unpinned, as the lessons run, 0.42 against
+0.29 ms, with 24% of the all-reduces past 2 ms against 7%. The lessons still free
+at once (SPENT_KEPT 0): kept, calibration's small ring steps and busy all-reduces
+sped up more than the lessons' own runs did, and ring-allreduce and failure-resume
+came out 16-37% short before a run; adopting it waits for the calibration to be
+fitted again against the lessons.
 
 Engine part: imports torch, only inside rank processes.
 """
@@ -37,8 +41,10 @@ from runtime import collectives
 from runtime.formulas import even_split
 from runtime.program import Action
 
-# Finished requests kept before they are freed, the oldest first (see the docstring).
-SPENT_KEPT = 64
+# Finished requests kept before they are freed, the oldest first: none yet (see the
+# docstring); benchmarks/p2p_release.py keeps KEEP_MEASURED.
+SPENT_KEPT = 0
+KEEP_MEASURED = 64
 
 
 class Spent:

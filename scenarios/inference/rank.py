@@ -81,7 +81,7 @@ class Server:
         self.local_logits: torch.Tensor | None = None
         self.comm = Comm()  # the hand-made rings of TP, counting their bytes
         self.sends: list[tuple[dist.Work, torch.Tensor]] = []
-        self.spent = Spent()  # finished requests, freed a while later (runtime.comm)
+        self.spent = Spent()  # every wait on a p2p request (runtime.comm)
         self.origin = 0.0
         # Per kind: [CPU seconds, planned seconds], summed over this rank's actions.
         self.cpu: dict[str, list[float]] = {"prefill": [0.0, 0.0], "decode": [0.0, 0.0]}

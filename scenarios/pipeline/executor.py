@@ -85,7 +85,7 @@ class PipelineExecutor:
         self.held: dict[Key, Held] = {}
         self.outgoing: dict[tuple[str, int, int], torch.Tensor] = {}
         self.sends: list[dist.Work] = []
-        self.spent = Spent()  # finished requests, freed a while later (runtime.comm)
+        self.spent = Spent()  # every wait on a p2p request (runtime.comm)
         self.posted: dict[str, tuple[dist.Work, torch.Tensor]] = {}
         self.bytes_sent = 0
         self.peak_inflight = 0
