@@ -99,11 +99,18 @@ def test_learner_path_through_lesson_one(tmp_path: Path) -> None:
         # order, and five at once can step over every one of them.
         # Each step given time to render before the next: read too soon, the screen still
         # showed the step before, and the keys ran past every phase (seen once in CI).
+        # The next key waits for the screen to change (up to 1 s): under a loaded CI a step
+        # took longer than a fixed 0.3 s to draw, the keys ran ahead of the screen and
+        # past every phase to the timeline's end.
         for _ in range(100):
+            before = tmux.screen()
             tmux.keys("Right")
-            deadline = time.monotonic() + 0.3
-            while "Phase" not in (screen := tmux.screen()) and time.monotonic() < deadline:
+            deadline = time.monotonic() + 1.0
+            while (screen := tmux.screen()) == before and time.monotonic() < deadline:
                 time.sleep(0.05)
+            if "Phase" not in screen:
+                time.sleep(0.1)  # a step's narrative can land just after its cursor
+                screen = tmux.screen()
             if "Phase" in screen:
                 break
         tmux.wait_for("Phase", timeout=5)
