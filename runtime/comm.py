@@ -48,9 +48,10 @@ KEEP_MEASURED = 64
 
 
 class Spent:
-    """Finished p2p requests, kept a while before they are freed (see the module's
-    docstring): `wait` waits for a request, then keeps it; the oldest kept one is freed
-    in its place. Every executor that waits on gloo's sends and receives uses one."""
+    """Where finished p2p requests go (see the module's docstring): `wait` waits for a
+    request, then keeps it among the last `kept` (the oldest freed in its place; with
+    `kept` 0, the lessons' default, each is freed at once). Every executor that waits on
+    gloo's sends and receives uses one."""
 
     def __init__(self, kept: int = SPENT_KEPT) -> None:
         self._works: deque[torch.distributed.Work] = deque(maxlen=kept)
