@@ -17,9 +17,10 @@ Every wait on a gloo send or receive goes through `Spent`, which can keep a
 finished request a while before it is freed. Freed right after its wait returns, a
 request held its rank until gloo's own thread let go of it, a scheduler tick (4 ms)
 whenever that thread waited for a core. `python benchmarks/p2p_release.py`, a
-32-float ring all-reduce between computes on 2 ranks: pinned to a core each, median
-4.0 ms freed at once against 0.13 ms kept; unpinned, as the lessons run, 0.42 against
-0.29 ms, with 24% of the all-reduces past 2 ms against 7%. The lessons still free
+32-float ring all-reduce between computes on 2 ranks launched as the lessons' are:
+pinned to a core each, 44% of the all-reduces past 2 ms freed at once against 10%
+kept (median 0.43 against 0.16 ms); unpinned, as the lessons run, the 90th
+percentile 3.85 against 0.54 ms, 13% against 7% past 2 ms. The lessons still free
 at once (SPENT_KEPT 0): kept, calibration's small ring steps and busy all-reduces
 sped up more than the lessons' own runs did, and ring-allreduce and failure-resume
 came out 16-37% short before a run; adopting it waits for the calibration to be
