@@ -29,13 +29,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from runtime import formulas
+from runtime.calibration_busy import busy_gather_scale, busy_ring_scales, busy_scale
 from runtime.compute import ComputeRates, block_flops, fit_block, split_fractions
 from runtime.costmodel import WAKE, CostModel
 from runtime.files import write_text_atomic
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
-METHOD_VERSION = 20
+METHOD_VERSION = 21
 # What the ranks of a calibration run (runtime.calibration_rank).
 RANK_ENTRY = "runtime.calibration_rank:run_rank"
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
@@ -53,13 +53,6 @@ DISK_BYTES = 4 * 2**20
 ADAM_TENSORS, ADAM_SMALL, ADAM_LARGE = 32, 64, 2**18
 OP_REPS = 101  # one-token block forwards timed for an operator's cost: 0.1-0.2 ms each
 WAKE_REPS = 30  # block forwards timed right after a wait and back to back, by turns
-# The all-reduce timed between computes (collective_scale): a ZeRO unit's gradients.
-# 48 repetitions, not 12: zero's default prediction, from four calibrations in a row
-# each, read 66-101 ms with 12 and 84-89 ms with 48 (0.7 s more to calibrate 4 ranks).
-BUSY_BYTES = 256 * 2**10
-BUSY_REPS = 48
-# The least collective_scale a calibration keeps (a guard against a degenerate fit).
-MIN_SCALE = 0.1
 # The MiniGPT timed under torch's FSDP2 and plain, for FSDP2's per-tensor overheads:
 # (layers, hidden, seq, vocab, sequences), the zero lesson's default model.
 SHARDED_SHAPE = (2, 32, 16, 64, 4)
@@ -169,6 +162,10 @@ def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> Co
         rank_results, world_size, alpha, beta, gamma, timing="busy_builtin_all_reduce"
     )
     kinds = ("all_reduce", "reduce_scatter", "all_gather")
+    builtin_scales = {f"builtin.{kind}": builtin for kind in kinds}
+    builtin_scales["builtin.all_gather"] = busy_gather_scale(
+        rank_results, world_size, alpha, beta, builtin
+    )
     return CostModel(
         rates=fit_compute(rank_results),
         compute={WAKE: wake_seconds([r["wake"] for r in rank_results])},
@@ -176,7 +173,7 @@ def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> Co
         # (runtime.costmodel.scale_key), each as timed between computes.
         collective_scale={
             **scales,
-            **{f"builtin.{kind}": builtin for kind in kinds},
+            **builtin_scales,
         },
         name=f"calibrated:{host}/{backend}/n={world_size}",
         alpha=alpha,
@@ -295,56 +292,3 @@ def parallel_overheads(rows: list[list[float]]) -> dict[str, float]:
         name: max(statistics.median(row[i] - row[2 + i] for row in rows), 0.0) / 2
         for i, name in enumerate(names)
     }
-
-
-def busy_ring_scales(
-    rank_results: list[dict[str, Any]],
-    world_size: int,
-    alpha: float,
-    beta: float,
-    gamma: float,
-) -> dict[str, float]:
-    """The hand-made collectives' scales by kind, from the ring all-reduce timed between
-    computes: "all_reduce" the whole (busy_scale), "reduce_scatter" its first half and
-    "all_gather" its second, each over its own formula. The reduce-scatter waits out the
-    skew the compute before it left; the all-gather starts on ranks the ring has lined
-    up (here, 4 ranks on 2 cores, about two thirds of the reduce-scatter's half).
-    Without the halves (an older result), every kind gets the whole's."""
-    whole = busy_scale(rank_results, world_size, alpha, beta, gamma)
-    pairs = [
-        (took, half)
-        for r in rank_results
-        for took, half in zip(
-            r.get("busy_all_reduce", []), r.get("busy_reduce_scatter", []), strict=False
-        )
-    ]
-    scales = {"all_reduce": whole, "reduce_scatter": whole, "all_gather": whole}
-    if pairs:
-        rs = formulas.ring_reduce_scatter_time(world_size, BUSY_BYTES, alpha, beta, gamma)
-        ag = formulas.ring_all_gather_time(world_size, BUSY_BYTES, alpha, beta)
-        scales["reduce_scatter"] = max(MIN_SCALE, statistics.median(h for _, h in pairs) / rs)
-        scales["all_gather"] = max(MIN_SCALE, statistics.median(t - h for t, h in pairs) / ag)
-    return scales
-
-
-def busy_scale(
-    rank_results: list[dict[str, Any]],
-    world_size: int,
-    alpha: float,
-    beta: float,
-    gamma: float,
-    timing: str = "busy_all_reduce",
-) -> float:
-    """How much longer a collective takes between computes than its formula says
-    (runtime.calibration_rank._busy_all_reduce; `timing`: the hand-made ring's, or
-    torch's own with "busy_builtin_all_reduce"): the median over ranks and repetitions
-    of a rank's time (a span, as the lesson's spans are timed), over the ring all-reduce
-    formula. It can be below 1: the formula's alpha and beta are a step's as the lesson
-    times a whole ring (first rank in to last out, skew included: ring_step_time),
-    this is one rank's own span; at least MIN_SCALE."""
-    samples = [t for r in rank_results for t in r.get(timing, [])]
-    if not samples:
-        return 1.0
-    took = statistics.median(samples)
-    formula = formulas.ring_all_reduce_time(world_size, BUSY_BYTES, alpha, beta, gamma)
-    return max(MIN_SCALE, took / formula) if formula > 0 else 1.0

@@ -23,13 +23,12 @@ import torch.distributed as dist
 from runtime import calibration_compute as timing
 from runtime import collectives
 from runtime.calibration import (
-    BUSY_BYTES,
-    BUSY_REPS,
     PARALLEL_SHAPE,
     REDUCE_BYTES,
     REPS,
     SIZES,
 )
+from runtime.calibration_busy import BUSY_BYTES, BUSY_REPS
 from runtime.comm import Comm
 from runtime.models import Block, GPTConfig
 from runtime.program import Action
@@ -76,7 +75,12 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
         "sendrecv": timings,
         "reduce_s": reduce_s,
         **(_busy_ring(ctx, comm) if n > 1 else {}),
-        "busy_builtin_all_reduce": _busy_all_reduce(ctx, comm, builtin=True) if n > 1 else [],
+        "busy_builtin_all_reduce": _busy_all_reduce(ctx, comm, builtin="all_reduce")
+        if n > 1
+        else [],
+        "busy_builtin_all_gather": _busy_all_reduce(ctx, comm, builtin="all_gather")
+        if n > 1
+        else [],
         "blocks": timing.blocks(),
         "split": timing.split_backward(),
         "adam": timing.adam(),
@@ -100,18 +104,26 @@ def _busy_ring(ctx: RankContext[None], comm: Comm) -> dict[str, list[float]]:
 
 
 def _busy_all_reduce(
-    ctx: RankContext[None], comm: Comm, builtin: bool = False, halves: list[float] | None = None
+    ctx: RankContext[None],
+    comm: Comm,
+    builtin: str | None = None,
+    halves: list[float] | None = None,
 ) -> list[float]:
     """Seconds of ring all-reduces of BUSY_BYTES between computes, as a training step
     interleaves them: every rank runs a block's forward, then joins the all-reduce. A rank
     descheduled by the others' compute holds up every step of the ring; an all-reduce
     timed alone (above) never sees that, a lesson's always does. The hand-made ring (the
-    lessons' own), or with `builtin` torch's (`dist.all_reduce`, a TP layer's).
+    lessons' own), or with `builtin` torch's: "all_reduce" (`dist.all_reduce`, a TP
+    layer's) or "all_gather" (`dist.all_gather` of the same bytes in all, gathered from
+    every rank's equal part: failure-resume's gradients).
     `halves` (hand-made only): gets each repetition's reduce-scatter half, read as the
     ring turns to its all-gather, so the all-reduce runs exactly as without it."""
     group = list(range(ctx.world_size))
     numel = BUSY_BYTES // 4
     buffer = torch.ones(numel, dtype=torch.float32)
+    each = numel // ctx.world_size  # torch's all_gather wants equal parts
+    parts = list(buffer[: each * ctx.world_size].view(ctx.world_size, each).unbind(0))
+    mine = parts[ctx.rank].clone()
     steps = collectives.ring_all_reduce(group, numel, 4)[ctx.rank]
     block = Block(GPTConfig(vocab=64, seq=64, hidden=64, heads=4, layers=1))
     x = torch.randn(8, 64, 64)
@@ -130,8 +142,10 @@ def _busy_all_reduce(
             block(x)
         turn[0] = 0.0
         start = time.perf_counter()
-        if builtin:
+        if builtin == "all_reduce":
             dist.all_reduce(buffer)
+        elif builtin == "all_gather":
+            dist.all_gather(parts, mine)
         else:
             comm.run(steps, buffer, runner=runner)
         if rep >= 2:  # two warm-ups

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from runtime import calibration, compute, formulas
+from runtime import calibration, calibration_busy, compute, formulas
 
 
 def test_ring_step_spans_first_rank_in_to_last_rank_out():
@@ -31,14 +31,14 @@ def _busy(seconds: list[float]) -> list[dict]:
 
 def test_busy_scale_is_measured_over_formula_and_may_be_below_one():
     alpha, beta, gamma = 1e-3, 1e-9, 1e-10
-    formula = formulas.ring_all_reduce_time(4, calibration.BUSY_BYTES, alpha, beta, gamma)
-    faster = calibration.busy_scale(_busy([0.5 * formula] * 3), 4, alpha, beta, gamma)
-    slower = calibration.busy_scale(_busy([2.0 * formula] * 3), 4, alpha, beta, gamma)
+    formula = formulas.ring_all_reduce_time(4, calibration_busy.BUSY_BYTES, alpha, beta, gamma)
+    faster = calibration_busy.busy_scale(_busy([0.5 * formula] * 3), 4, alpha, beta, gamma)
+    slower = calibration_busy.busy_scale(_busy([2.0 * formula] * 3), 4, alpha, beta, gamma)
     assert faster == pytest.approx(0.5)
     assert slower == pytest.approx(2.0)
-    floored = calibration.busy_scale(_busy([1e-9]), 4, alpha, beta, gamma)
-    assert floored == calibration.MIN_SCALE
-    assert calibration.busy_scale([{}], 4, alpha, beta, gamma) == 1.0
+    floored = calibration_busy.busy_scale(_busy([1e-9]), 4, alpha, beta, gamma)
+    assert floored == calibration_busy.MIN_SCALE
+    assert calibration_busy.busy_scale([{}], 4, alpha, beta, gamma) == 1.0
 
 
 def test_parallel_overheads_are_the_difference_per_module():
@@ -145,18 +145,34 @@ def test_adam_seconds_adds_a_cost_per_tensor():
 
 def test_reduce_scatter_and_all_gather_are_scaled_by_their_own_half_of_the_busy_ring():
     alpha, beta, gamma = 1e-3, 1e-9, 1e-10
-    rs = formulas.ring_reduce_scatter_time(4, calibration.BUSY_BYTES, alpha, beta, gamma)
-    ag = formulas.ring_all_gather_time(4, calibration.BUSY_BYTES, alpha, beta)
+    rs = formulas.ring_reduce_scatter_time(4, calibration_busy.BUSY_BYTES, alpha, beta, gamma)
+    ag = formulas.ring_all_gather_time(4, calibration_busy.BUSY_BYTES, alpha, beta)
     # The reduce-scatter half at 3x its formula, the all-gather half at 1.5x.
     took, half = 3.0 * rs + 1.5 * ag, 3.0 * rs
     results = [{"busy_all_reduce": [took] * 3, "busy_reduce_scatter": [half] * 3}]
-    scales = calibration.busy_ring_scales(results, 4, alpha, beta, gamma)
+    scales = calibration_busy.busy_ring_scales(results, 4, alpha, beta, gamma)
     assert scales["reduce_scatter"] == pytest.approx(3.0)
     assert scales["all_gather"] == pytest.approx(1.5)
     assert scales["all_reduce"] == pytest.approx(took / (rs + ag))
     # A result without the halves: every kind the whole's scale.
-    older = calibration.busy_ring_scales([{"busy_all_reduce": [took]}], 4, alpha, beta, gamma)
+    older = calibration_busy.busy_ring_scales([{"busy_all_reduce": [took]}], 4, alpha, beta, gamma)
     assert older["reduce_scatter"] == older["all_gather"] == older["all_reduce"]
+
+
+def test_torchs_all_gather_is_scaled_by_its_own_timing_not_its_all_reduces():
+    alpha, beta = 1e-3, 1e-9
+    ag = formulas.ring_all_gather_time(4, calibration_busy.BUSY_BYTES, alpha, beta)
+    results = [
+        {"busy_builtin_all_gather": [2.0 * ag, 2.5 * ag]},
+        {"busy_builtin_all_gather": [3.0 * ag]},
+    ]
+    assert calibration_busy.busy_gather_scale(results, 4, alpha, beta, 0.7) == pytest.approx(2.5)
+    # A result without it (an older calibration job): torch's all-reduce's scale.
+    assert calibration_busy.busy_gather_scale([{}], 4, alpha, beta, 0.7) == 0.7
+    floored = calibration_busy.busy_gather_scale(
+        [{"busy_builtin_all_gather": [1e-12]}], 4, alpha, beta, 0.7
+    )
+    assert floored == calibration_busy.MIN_SCALE
 
 
 def test_split_backward_fractions_are_the_median_ratio_over_ranks():

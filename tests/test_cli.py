@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -341,3 +342,20 @@ def test_calibrate_one_rank_times_compute_and_no_link(tmp_path) -> None:
     assert model["rates"]["forward_flops_per_s"] > 0 and model["rates"]["sharded_adam_s"] >= 0
     assert model["rates"]["forward_s_per_element"] >= 0
     assert model["rates"]["adam_s_per_tensor"] > 0  # torch's Adam loops over tensors on a CPU
+
+
+@pytest.mark.ranks
+def test_calibrate_three_ranks_times_each_collective_between_computes(tmp_path) -> None:
+    """Three ranks (the busy buffer does not split in three: torch's all-gather gets
+    equal parts of it) scale the hand-made ring's kinds, torch's all-reduce and torch's
+    all-gather, each from its own timing."""
+    out = playground(
+        "calibrate", "--ranks", "3", "--json", env={"PLAYGROUND_CACHE_DIR": str(tmp_path)}
+    )
+    assert out.returncode == 0, out.stderr
+    scales = json.loads(out.stdout)["collective_scale"]
+    kinds = ("all_reduce", "reduce_scatter", "all_gather")
+    assert set(scales) == {*kinds, *(f"builtin.{kind}" for kind in kinds)}
+    assert all(math.isfinite(v) and v > 0 for v in scales.values()), scales
+    assert scales["builtin.reduce_scatter"] == scales["builtin.all_reduce"]
+    assert scales["builtin.all_gather"] != scales["builtin.all_reduce"]  # timed apart

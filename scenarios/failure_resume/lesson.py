@@ -161,7 +161,7 @@ def build_for(params: ResumeParams, world: int, steps: Iterable[int] | None = No
         for r in group:
             # A collective is where a dead peer strands the survivors: the cursor on
             # one tells why everyone restarts.
-            gather = dict(phase="collective", group=group)
+            gather = dict(phase="collective", group=group, algorithm="builtin")
             program.add(_step(k, r, "fb", "compute", "fwd+bwd", cost_key="fb", work=leaves))
             grads = world * (numel + 1) * FP32
             program.add(_step(k, r, "grads", "all_gather", "gather grads", bytes=grads, **gather))
