@@ -161,11 +161,7 @@ def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> Co
     builtin = busy_scale(
         rank_results, world_size, alpha, beta, gamma, timing="busy_builtin_all_reduce"
     )
-    kinds = ("all_reduce", "reduce_scatter", "all_gather")
-    builtin_scales = {f"builtin.{kind}": builtin for kind in kinds}
-    builtin_scales["builtin.all_gather"] = busy_gather_scale(
-        rank_results, world_size, alpha, beta, builtin
-    )
+    gather = busy_gather_scale(rank_results, world_size, alpha, beta, builtin)
     return CostModel(
         rates=fit_compute(rank_results),
         compute={WAKE: wake_seconds([r["wake"] for r in rank_results])},
@@ -173,7 +169,9 @@ def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> Co
         # (runtime.costmodel.scale_key), each as timed between computes.
         collective_scale={
             **scales,
-            **builtin_scales,
+            "builtin.all_reduce": builtin,
+            "builtin.reduce_scatter": builtin,
+            "builtin.all_gather": gather,
         },
         name=f"calibrated:{host}/{backend}/n={world_size}",
         alpha=alpha,

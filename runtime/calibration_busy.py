@@ -1,7 +1,7 @@
 """Collectives timed between computes, and the scales they give the cost model.
 
 Where it sits (DESIGN.md): runtime's pure part, beside runtime.calibration, whose
-fit calls it. The calibrate job (runtime.calibration_rank._busy_all_reduce) times
+fit calls it. The calibrate job (runtime.calibration_rank._busy_collective) times
 collectives of BUSY_BYTES with every rank running a block's forward before each, as a
 training step interleaves them; a collective timed alone never waits for a rank the
 others' compute descheduled, a lesson's always does. Each scale is the median of
@@ -72,7 +72,7 @@ def busy_scale(
     timing: str = "busy_all_reduce",
 ) -> float:
     """How much longer a collective takes between computes than its formula says
-    (runtime.calibration_rank._busy_all_reduce; `timing`: the hand-made ring's, or
+    (runtime.calibration_rank._busy_collective; `timing`: the hand-made ring's, or
     torch's own with "busy_builtin_all_reduce"): the median over ranks and repetitions
     of a rank's time (a span, as the lesson's spans are timed), over the ring all-reduce
     formula. It can be below 1: the formula's alpha and beta are a step's as the lesson

@@ -74,13 +74,7 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
     return {
         "sendrecv": timings,
         "reduce_s": reduce_s,
-        **(_busy_ring(ctx, comm) if n > 1 else {}),
-        "busy_builtin_all_reduce": _busy_all_reduce(ctx, comm, builtin="all_reduce")
-        if n > 1
-        else [],
-        "busy_builtin_all_gather": _busy_all_reduce(ctx, comm, builtin="all_gather")
-        if n > 1
-        else [],
+        **(_busy_timings(ctx, comm) if n > 1 else {}),
         "blocks": timing.blocks(),
         "split": timing.split_backward(),
         "adam": timing.adam(),
@@ -93,24 +87,27 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
     }
 
 
-def _busy_ring(ctx: RankContext[None], comm: Comm) -> dict[str, list[float]]:
-    """The hand-made ring all-reduce between computes (_busy_all_reduce), with the time
-    its reduce-scatter half took: "busy_all_reduce" and "busy_reduce_scatter" seconds."""
+def _busy_timings(ctx: RankContext[None], comm: Comm) -> dict[str, list[float]]:
+    """Seconds of each collective timed between computes (_busy_collective), as
+    runtime.calibration_busy reads them: the hand-made ring all-reduce and its
+    reduce-scatter half, torch's all-reduce and torch's all-gather."""
     halves: list[float] = []
     return {
-        "busy_all_reduce": _busy_all_reduce(ctx, comm, halves=halves),
+        "busy_all_reduce": _busy_collective(ctx, comm, halves=halves),
         "busy_reduce_scatter": halves,
+        "busy_builtin_all_reduce": _busy_collective(ctx, comm, builtin="all_reduce"),
+        "busy_builtin_all_gather": _busy_collective(ctx, comm, builtin="all_gather"),
     }
 
 
-def _busy_all_reduce(
+def _busy_collective(
     ctx: RankContext[None],
     comm: Comm,
     builtin: str | None = None,
     halves: list[float] | None = None,
 ) -> list[float]:
-    """Seconds of ring all-reduces of BUSY_BYTES between computes, as a training step
-    interleaves them: every rank runs a block's forward, then joins the all-reduce. A rank
+    """Seconds of a collective of BUSY_BYTES between computes, as a training step
+    interleaves them: every rank runs a block's forward, then joins the collective. A rank
     descheduled by the others' compute holds up every step of the ring; an all-reduce
     timed alone (above) never sees that, a lesson's always does. The hand-made ring (the
     lessons' own), or with `builtin` torch's: "all_reduce" (`dist.all_reduce`, a TP
