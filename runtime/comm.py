@@ -23,8 +23,9 @@ kept (median 0.43 against 0.16 ms); unpinned, as the lessons run, the 90th
 percentile 3.85 against 0.54 ms, 13% against 7% past 2 ms. The lessons still free
 at once (SPENT_KEPT 0): kept, calibration's small ring steps and busy all-reduces
 sped up more than the lessons' own runs did, and ring-allreduce and failure-resume
-came out 16-37% short before a run; adopting it waits for the calibration to be
-fitted again against the lessons.
+came out 16-37% short before a run (failure-resume's in part because its gathers,
+torch's own, were then costed as this ring's); adopting it waits for the calibration
+to be fitted again against the lessons.
 
 Engine part: imports torch, only inside rank processes.
 """
