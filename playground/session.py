@@ -39,7 +39,7 @@ from runtime.launch import LaunchResult, LaunchSpec, launch
 from runtime.pool import RankPool
 from runtime.profiles import PROFILES, get_profile
 from runtime.program import Program
-from runtime.refine import refine_compute, refine_p2p
+from runtime.refine import refine_compute, refine_dispatch, refine_p2p
 from runtime.refine_collectives import refine_collectives
 from runtime.replay import replay_compute
 from runtime.rundirs import drop_checkpoints
@@ -329,6 +329,8 @@ def finish(
         # After a restart the same Actions ran again, maybe on fewer ranks with more work
         # each: their spans are no measure of the Program's costs.
         refined = refine_compute(refined, program, measured, simulate(program, refined), warm)
+        if lesson.hooks.dispatch_gaps:
+            refined = refine_dispatch(refined, program, measured, warm)
         replayed = replay_compute(refined, program, measured, warm)
     predicted = simulate(program, replayed)
     run_data = RunData(measured, results, result.restarts)

@@ -51,6 +51,12 @@ SEND_ISSUE = "send.issue"
 # to back here, 200-400 us with 4 ranks on 2 cores). Calibrated (runtime.calibration);
 # after a run, 0: the compute the ranks measured already holds the wake-ups they paid.
 WAKE = "wake.after_wait"
+# ... and the seconds a rank spends between two of its actions: its executor's own
+# loop (reading the next action, recording the span, the Python between two calls),
+# which no span covers. 0 until a run measures it (runtime.refine.refine_dispatch): a
+# lesson whose step is many small actions pays it on every one (inference's TP decode:
+# 25-35 us each, 2-3% of a run, all of it on the clock its requests queue on).
+DISPATCH = "dispatch.between_actions"
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,10 @@ whose message is already there) is followed at once by the rank's next op,
 without a trip through the event queue, unless a compute is due at that
 instant (computes due first end first, as they always do).
 
+A rank is free for its next op the model's DISPATCH seconds after an op ends (0
+unless a run measured what its executor spends between two actions); the op that
+ends at the very instant it starts then waits for it too.
+
 A slowed rank (CostModel.slow, the `slow` fault) computes at its shared speed,
 then stays busy (factor − 1) times the compute's duration without holding a
 core, as the real rank sleeps; its reductions of received data take factor
@@ -53,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.coresharing import CoreSharing
-from runtime.costmodel import CostModel
+from runtime.costmodel import DISPATCH, CostModel
 
 COMPUTE, SEND, RECV, SENDRECV, COLLECTIVE, WAIT, ASYNC, DRAIN, UNTIL, SYNCED = range(10)
 
@@ -121,6 +125,7 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
     # Per SYNCED compute, each member's (start, end of its own compute).
     computed: dict[tuple[int, int], dict[int, tuple[float, float]]] = defaultdict(dict)
     synced_seen: dict[tuple[int, int], int] = defaultdict(int)
+    gap = model.compute.get(DISPATCH, 0.0)  # between two ops of a rank
 
     def finish(rank: int, start: float, end: float) -> None:
         i = pc[rank]
@@ -129,7 +134,7 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
         order.append(rank)
         pc[rank] = i + 1
         if i + 1 < len(ops[rank]):
-            push(ready, (end, rank))
+            push(ready, (end + gap, rank))
 
     def post(rank: int, op: Op, t: float) -> float:
         # Only src posts on its links, in its program order, so a link's queue is
@@ -225,8 +230,8 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
                 launch(rank, op, i, t)  # its end is known once every member launched it
                 if i + 1 == len(row):
                     return
-                if due <= t:
-                    push(ready, (t, rank))
+                if gap or due <= t:
+                    push(ready, (t + gap, rank))
                     return
                 continue
             if code == SEND:
@@ -261,8 +266,8 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
             pc[rank] = i + 1
             if i + 1 == len(row):
                 return
-            if end != t or due <= t:
-                push(ready, (end, rank))
+            if end != t or due <= t or gap:
+                push(ready, (end + gap, rank))
                 return
             # Ended the instant it started: the next op starts now.
 
@@ -300,11 +305,14 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
                         end = now + (slow[rank] - 1.0) * (now - begun)
                         ends[rank][i] = end
                         if i + 1 < len(ops[rank]):
-                            push(ready, (end, rank))
+                            push(ready, (end + gap, rank))
                         continue
                     ends[rank][i] = now
                     if i + 1 < len(ops[rank]):
-                        step(rank, now, next_end())
+                        if gap:
+                            push(ready, (now + gap, rank))
+                        else:
+                            step(rank, now, next_end())
             else:
                 break
     unfinished = {key: {m: at for m, (at, _) in who.items()} for key, who in launches.items()}

@@ -5,8 +5,9 @@ same action ids the real engine uses, so a predicted timeline pairs with the
 measured one action by action.
 
 It is a discrete-event simulation with one global clock. Each rank starts its
-next action at the instant its previous one ends; events (a rank becoming
-free, a compute finishing) are processed in time order, earliest first.
+next action at the instant its previous one ends (plus the DISPATCH gap below);
+events (a rank becoming free, a compute finishing) are processed in time order,
+earliest first.
 
 Semantics (the same ones the real engine implements in runtime.worker):
 - compute: CostModel.compute_time is its base duration, the time it takes with
@@ -27,6 +28,9 @@ Semantics (the same ones the real engine implements in runtime.worker):
   blocking collective, a wait, a disk write, an idle `until`) takes the cost
   model's WAKE seconds more: the core it runs on had idled (calibrated; 0 after
   a run, whose measured compute holds it).
+- a rank starts its next action the cost model's DISPATCH seconds after the
+  previous one ended: what its executor spends between two actions (0 unless a
+  run measured it).
 - a compute with the `until` arg, (back, seconds), computes nothing: the rank
   idles until `seconds` after the end of its action `back` places earlier (a
   server waiting for a request to arrive, on the clock its run started).
@@ -80,7 +84,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.costmodel import SEND_ISSUE, WAKE, CostModel
+from runtime.costmodel import DISPATCH, SEND_ISSUE, WAKE, CostModel
 from runtime.eventloop import (
     ASYNC,
     COLLECTIVE,
@@ -285,6 +289,7 @@ def simulate_lockstep(
         raise ValueError("a slowed rank is not like the others: simulate every rank")
     share = model.core_share(copies)
     wake = model.compute.get(WAKE, 0.0)
+    gap = model.compute.get(DISPATCH, 0.0)
     spans: list[Span] = []
     t, waited = start, False
     for action in actions:
@@ -300,7 +305,7 @@ def simulate_lockstep(
             end = t + (model.compute_time(action) + wake * waited) / share
         waited = blocks(action)
         spans.append(span_for(action, t, end))
-        t = end
+        t = end + gap
     return spans
 
 

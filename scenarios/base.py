@@ -180,6 +180,10 @@ class Hooks(Generic[P]):
     # after a run each instance is refined from its last member's arrival to its last
     # member's end, and the scale is their mean (runtime.refine_collectives).
     chained_collectives: bool = False
+    # A step of many small actions, whose ranks spend a noticeable share of it between
+    # them (the executor's own Python): after a run the simulator adds the mean gap the
+    # ranks measured before each action (runtime.refine.refine_dispatch).
+    dispatch_gaps: bool = False
     # Marks read off the ranks' results (a skipped step, a loss scale that changed),
     # added to the measured timeline's.
     marks: Callable[[P, list[Any]], list[Mark]] | None = None

@@ -747,3 +747,94 @@ def test_the_wake_up_is_calibrated_as_after_a_wait_against_back_to_back() -> Non
     assert wake_seconds([[3e-4, 2e-4], [5e-4, 2e-4], [2.5e-4, 2e-4]]) == pytest.approx(1e-4)
     assert wake_seconds([[1e-4, 2e-4]]) == 0.0  # noise: never below zero
     assert wake_seconds([]) == 0.0
+
+
+def _dispatch_program() -> Program:
+    """Two ranks in step: compute, compute, all-reduce, compute; then rank 0 sends to 1."""
+    program = Program(2)
+    for rank in (0, 1):
+        program.add(Action(f"f@r{rank}", rank, "F", cost_key="F", series="s", step=0))
+        program.add(Action(f"g@r{rank}", rank, "F", cost_key="F", series="s", step=0))
+        program.add(Action(f"ar@r{rank}", rank, "all_reduce", group=(0, 1), bytes=8,
+                           series="s", step=1))  # fmt: skip
+        program.add(Action(f"h@r{rank}", rank, "F", cost_key="F", series="s", step=1))
+    program.add(Action("s@r0", 0, "send", dst=1, bytes=8, series="s", step=1))
+    program.add(Action("r@r1", 1, "recv", src=0, bytes=8, series="s", step=1))
+    return program
+
+
+@pytest.mark.parametrize("cores", [None, 1])
+def test_a_rank_starts_each_action_the_dispatch_gap_after_its_last(cores: int | None) -> None:
+    """What a rank's executor spends between two actions (runtime.costmodel.DISPATCH)
+    comes before every action but its first: a collective starts when the last member
+    has arrived after its gap, with the cores to themselves or shared."""
+    from dataclasses import replace
+
+    from runtime.costmodel import DISPATCH
+
+    gap = 1e-4
+    model = replace(MODEL, compute={"F": 1e-3, DISPATCH: gap}, cores=cores)
+    program = _dispatch_program()
+    plain = simulate(program, replace(model, compute={"F": 1e-3})).by_action()
+    spans = simulate(program, model).by_action()
+    for rank in (0, 1):
+        assert spans[f"f@r{rank}"].start == 0.0
+        assert spans[f"g@r{rank}"].start == pytest.approx(spans[f"f@r{rank}"].end + gap)
+        assert spans[f"ar@r{rank}"].start == pytest.approx(spans[f"g@r{rank}"].end + gap)
+        assert spans[f"h@r{rank}"].start == pytest.approx(spans[f"ar@r{rank}"].end + gap)
+    assert spans["s@r0"].start == pytest.approx(spans["h@r0"].end + gap)
+    assert spans["r@r1"].end == pytest.approx(plain["r@r1"].end + 4 * gap)
+
+
+def test_lockstep_ranks_pay_the_dispatch_gap_as_the_simulated_ones() -> None:
+    from dataclasses import replace
+
+    from runtime.costmodel import DISPATCH
+    from runtime.simulate import simulate_lockstep
+
+    model = replace(MODEL, compute={"F": 1e-3, DISPATCH: 1e-4}, cores=2)
+    program = Program(2)
+    for rank in (0, 1):
+        program.add(Action(f"f@r{rank}", rank, "F", cost_key="F"))
+        program.add(Action(f"ar@r{rank}", rank, "all_reduce", group=(0, 1), bytes=8))
+        program.add(Action(f"g@r{rank}", rank, "F", cost_key="F"))
+    every = [s for s in simulate(program, model).spans if s.rank == 0]
+    one = simulate_lockstep(program.ranks[0], model, 2)
+    assert [(s.start, s.end) for s in one] == pytest.approx([(s.start, s.end) for s in every])
+
+
+def test_refine_dispatch_is_the_mean_gap_between_a_series_actions() -> None:
+    """After a run: the mean over ranks of the gap from one action's span to the next's
+    in the same series (a run simulated with a gap gives it back); the warm-up steps, a
+    new series' first action and a slowed run left out."""
+    from dataclasses import replace
+
+    from runtime.costmodel import DISPATCH
+    from runtime.refine import refine_dispatch
+    from runtime.trace import Timeline
+
+    model = replace(MODEL, compute={"F": 1e-3})
+    program = _dispatch_program()
+    gap = 3e-5
+    measured = simulate(program, replace(model, compute={"F": 1e-3, DISPATCH: gap}))
+    refined = refine_dispatch(model, program, measured)
+    assert refined.compute[DISPATCH] == pytest.approx(gap)
+    assert "between two actions" in refined.source
+    # A later series, a second after: its first action's wait is not the executor's.
+    later = Program(2)
+    for rank in (0, 1):
+        later.extend(program.ranks[rank])
+        later.add(Action(f"n@r{rank}", rank, "F", cost_key="F", series="t", step=0))
+    spans = [*measured.spans]
+    spans += [replace(s, start=s.start + 1.0, end=s.end + 1.0, action_id=f"n@r{s.rank}",
+                      series="t") for s in measured.spans if s.action_id in ("h@r0", "h@r1")]  # fmt: skip
+    assert refine_dispatch(model, later, Timeline(spans)).compute[DISPATCH] == pytest.approx(gap)
+    # Step 0 is a warm-up: its gaps (made a millisecond here) are left out.
+    late = [0.0 if s.action_id.startswith("f") else 1e-3 for s in measured.spans]
+    slow_start = Timeline([replace(s, start=s.start + d, end=s.end + d)
+                           for s, d in zip(measured.spans, late, strict=True)])  # fmt: skip
+    assert refine_dispatch(model, program, slow_start).compute[DISPATCH] > 2 * gap
+    warm = refine_dispatch(model, program, slow_start, warmup_steps=1)
+    assert warm.compute[DISPATCH] == pytest.approx(gap)
+    slowed = replace(model, slow=((1, 3.0),))
+    assert DISPATCH not in refine_dispatch(slowed, program, measured).compute
