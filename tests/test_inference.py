@@ -15,6 +15,7 @@ import math
 import pytest
 from test_hostile_replay import cli, one_line_error
 
+from runtime.costmodel import DISPATCH
 from runtime.profiles import PROFILES
 from runtime.simulate import simulate
 from scenarios.inference import report
@@ -363,6 +364,17 @@ def test_tp_and_pp_decode_on_two_ranks_give_torchs_greedy_tokens():
         assert got["requests_answered"]["value"] == 16
     tp = series_metrics(metrics, "tp")["collectives_per_decode_step"]
     assert tp["value"] == tp["predicted"] == 2 * 2 + 1  # 2 layers: 4 all-reduces + 1 gather
+    # After the run, the model holds the gap its ranks left between two actions
+    # (runtime.refine.refine_dispatch), and the prediction puts it before each one.
+    profile = json.loads(out)["profile"]
+    gap = profile["compute"][DISPATCH]
+    assert 0 < gap < 1e-3
+    predicted = sorted(
+        (s for s in json.loads(out)["predicted"] if s["rank"] == 0 and s.get("series") == "tp"),
+        key=lambda s: s["start"],
+    )
+    gaps = [b["start"] - a["end"] for a, b in zip(predicted, predicted[1:], strict=False)]
+    assert min(gaps) == pytest.approx(gap)
 
 
 @pytest.mark.ranks
