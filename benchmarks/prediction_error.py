@@ -18,7 +18,8 @@ failure-resume's median `step_s`, tensor-parallel's `step_measured_s` per
 implementation, mixed-precision's and why-distribute's `step_s` per series, and
 inference's median TTFT and TPOT (`ttft_p50_s`, `tpot_p50_s`).
 Timings are only asserted here, never in tests; this machine's noise (other
-processes, 4 ranks on 2 cores) is the spread the table shows.
+processes, 4 ranks on 2 cores) is what the last two columns show: the range of the
+runs' own after-run errors (`runs`) and of their measured times (`spread`).
 """
 
 from __future__ import annotations
@@ -64,7 +65,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--lessons", nargs="+", default=list(LESSONS), choices=list(LESSONS))
     args = parser.parse_args()
-    header = f"{'lesson':<15} {'series':<16} {'measured':>9} {'before':>9} {'err':>6} {'after err':>9} {'spread':>13}"
+    header = (
+        f"{'lesson':<15} {'series':<16} {'measured':>9} {'before':>9} {'err':>6} "
+        f"{'after err':>9} {'runs':>11} {'spread':>13}"
+    )
     print(f"prediction error, median of {args.runs} runs")
     print(header)
     print("-" * len(header))
@@ -82,15 +86,17 @@ def main() -> None:
             for series, values in per_series.items():
                 measured = [m for m, _ in values]
                 median = statistics.median(measured)
-                after = statistics.median(abs(p - m) / m for m, p in values)
+                errors = [abs(p - m) / m for m, p in values]
+                after = statistics.median(errors)
                 said = before.get(series)
                 error = abs(said - median) / median if said else float("nan")
                 spread = f"{format_seconds(min(measured))}–{format_seconds(max(measured))}"
+                runs_said = f"{min(errors):.0%}–{max(errors):.0%}"
                 what = " ".join(filter(None, (series, metric if len(headline) > 1 else None)))
                 print(
                     f"{label:<15} {what or '—':<16} {format_seconds(median):>9} "
                     f"{format_seconds(said) if said else '—':>9} {error:>6.1%} {after:>9.1%} "
-                    f"{spread:>13}",
+                    f"{runs_said:>11} {spread:>13}",
                     flush=True,
                 )
 
