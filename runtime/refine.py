@@ -22,6 +22,7 @@ the refined model (runtime.replay). Pure: stdlib only.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
@@ -229,7 +230,7 @@ def refine_dispatch(
     spans = measured.by_action()
     gaps = []
     for actions in program.ranks:
-        for before, after in zip(actions, actions[1:], strict=False):
+        for before, after in itertools.pairwise(actions):
             if (
                 before.series == after.series
                 and before.id in spans

@@ -9,6 +9,7 @@ real ranks are in tests/test_inference_ranks.py.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -357,7 +358,8 @@ def series_metrics(metrics: list[dict], series: str) -> dict:
 def test_tp_and_pp_decode_on_two_ranks_give_torchs_greedy_tokens():
     status, out, err = cli("run", "inference", "--ranks", "2", "-p", "mode=tp,pp", "--json")
     assert status == 0, err
-    metrics = json.loads(out)["metrics"]
+    report = json.loads(out)
+    metrics = report["metrics"]
     for series in ("tp", "pp"):
         got = series_metrics(metrics, series)
         assert got["tokens_equal_reference"]["value"] is True, series
@@ -366,14 +368,13 @@ def test_tp_and_pp_decode_on_two_ranks_give_torchs_greedy_tokens():
     assert tp["value"] == tp["predicted"] == 2 * 2 + 1  # 2 layers: 4 all-reduces + 1 gather
     # After the run, the model holds the gap its ranks left between two actions
     # (runtime.refine.refine_dispatch), and the prediction puts it before each one.
-    profile = json.loads(out)["profile"]
-    gap = profile["compute"][DISPATCH]
+    gap = report["profile"]["compute"][DISPATCH]
     assert 0 < gap < 1e-3
     predicted = sorted(
-        (s for s in json.loads(out)["predicted"] if s["rank"] == 0 and s.get("series") == "tp"),
+        (s for s in report["predicted"] if s["rank"] == 0 and s.get("series") == "tp"),
         key=lambda s: s["start"],
     )
-    gaps = [b["start"] - a["end"] for a, b in zip(predicted, predicted[1:], strict=False)]
+    gaps = [b["start"] - a["end"] for a, b in itertools.pairwise(predicted)]
     assert min(gaps) == pytest.approx(gap)
 
 
