@@ -55,7 +55,8 @@ WAKE = "wake.after_wait"
 # loop (reading the next action, recording the span, the Python between two calls),
 # which no span covers. 0 until a run measures it (runtime.refine.refine_dispatch): a
 # lesson whose step is many small actions pays it on every one (inference's TP decode:
-# 25-35 us each, 2-3% of a run, all of it on the clock its requests queue on).
+# 25-35 us each, 2-3% of a run, all of it on the clock its requests queue on). A
+# series may have its own (`<series>:dispatch.between_actions`, dispatch_gap).
 DISPATCH = "dispatch.between_actions"
 
 
@@ -239,6 +240,16 @@ def series_scale_key(action: Action, how: str = "async") -> str:
     `<series>:untimed.<kind>` for those whose work a run times inside another span."""
     key = f"{how}.{action.kind}"
     return series_key(action.series, key) if action.series else key
+
+
+def dispatch_gap(compute: dict[str, float], series: str | None) -> float:
+    """The seconds a rank spends after an action of `series` before its next one:
+    the series' own gap as a run measured it, else the one every series shares."""
+    if series is not None:
+        own = compute.get(series_key(series, DISPATCH))
+        if own is not None:
+            return own
+    return compute.get(DISPATCH, 0.0)
 
 
 def series_key(series: str, key: str) -> str:

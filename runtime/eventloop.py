@@ -37,8 +37,9 @@ without a trip through the event queue, unless a compute is due at that
 instant (computes due first end first, as they always do).
 
 A rank is free for its next op the model's DISPATCH seconds after an op ends (0
-unless a run measured what its executor spends between two actions); the op that
-ends at the very instant it starts then waits for it too.
+unless a run measured what its executor spends between two actions), or the gap
+`gaps[rank][i]` the caller gives after each op where series differ in it; the op
+that ends at the very instant it starts then waits for it too.
 
 A slowed rank (CostModel.slow, the `slow` fault) computes at its shared speed,
 then stays busy (factor − 1) times the compute's duration without holding a
@@ -93,9 +94,15 @@ class Run:
         ]
 
 
-def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel) -> Run:
+def run_ops(
+    ops: list[list[Op]],
+    groups: list[tuple[int, ...]],
+    model: CostModel,
+    gaps: list[list[float]] | None = None,
+) -> Run:
     """Run each rank's ops on one virtual clock (runtime.simulate's semantics).
-    `groups[group_id]`: the members of each collective group, in order."""
+    `groups[group_id]`: the members of each collective group, in order; `gaps`: the
+    seconds after each op of each rank before its next (the model's DISPATCH if None)."""
     n = len(ops)
     pc = [0] * n
     starts = [[0.0] * len(row) for row in ops]
@@ -125,7 +132,9 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
     # Per SYNCED compute, each member's (start, end of its own compute).
     computed: dict[tuple[int, int], dict[int, tuple[float, float]]] = defaultdict(dict)
     synced_seen: dict[tuple[int, int], int] = defaultdict(int)
-    gap = model.compute.get(DISPATCH, 0.0)  # between two ops of a rank
+    # The seconds after each op before the rank's next (None: no gaps at all).
+    uniform = model.compute.get(DISPATCH, 0.0)
+    gap_rows = gaps if gaps is not None or not uniform else [[uniform] * len(r) for r in ops]
 
     def finish(rank: int, start: float, end: float) -> None:
         i = pc[rank]
@@ -134,7 +143,7 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
         order.append(rank)
         pc[rank] = i + 1
         if i + 1 < len(ops[rank]):
-            push(ready, (end + gap, rank))
+            push(ready, (end + (gap_rows[rank][i] if gap_rows else 0.0), rank))
 
     def post(rank: int, op: Op, t: float) -> float:
         # Only src posts on its links, in its program order, so a link's queue is
@@ -230,6 +239,7 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
                 launch(rank, op, i, t)  # its end is known once every member launched it
                 if i + 1 == len(row):
                     return
+                gap = gap_rows[rank][i] if gap_rows else 0.0
                 if gap or due <= t:
                     push(ready, (t + gap, rank))
                     return
@@ -266,6 +276,7 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
             pc[rank] = i + 1
             if i + 1 == len(row):
                 return
+            gap = gap_rows[rank][i] if gap_rows else 0.0
             if end != t or due <= t or gap:
                 push(ready, (end + gap, rank))
                 return
@@ -301,6 +312,7 @@ def run_ops(ops: list[list[Op]], groups: list[tuple[int, ...]], model: CostModel
                     starts[rank][i] = begun
                     order.append(rank)
                     pc[rank] = i + 1
+                    gap = gap_rows[rank][i] if gap_rows else 0.0
                     if slow[rank] != 1.0:  # it sleeps off the rest, holding no core
                         end = now + (slow[rank] - 1.0) * (now - begun)
                         ends[rank][i] = end

@@ -27,7 +27,7 @@ import statistics
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 
-from runtime.costmodel import DISPATCH, SEND_ISSUE, WAKE, CostModel
+from runtime.costmodel import DISPATCH, SEND_ISSUE, WAKE, CostModel, series_key
 from runtime.program import Action, Program, past_warmup
 from runtime.trace import Timeline
 
@@ -216,33 +216,47 @@ def refine_p2p(model: CostModel, program: Program, measured: Timeline) -> CostMo
 def refine_dispatch(
     model: CostModel, program: Program, measured: Timeline, warmup_steps: int = 0
 ) -> CostModel:
-    """The model after a run, with the seconds a rank spent between two of its actions
-    (DISPATCH): the mean, over every rank, of the gap from one action's span to the
-    next one's in the same series. The mean, since a queue of requests pays their sum.
+    """The model after a run, with the seconds a rank spent between two of its actions:
+    per series (`<series>:dispatch.between_actions`; DISPATCH for actions of none), the
+    mean, over every rank, of the gap from one action's span to the next one's in that
+    series. The mean, since a queue of requests pays their sum.
 
     Each span covers its action alone; the rank's executor reads the next action,
     records the span and runs the Python between two calls outside them. Inference's
     TP decode is ten actions per iteration of a few milliseconds: there the gaps were
     25-35 us each and 2-3% of a run, and every request queued behind them (8 captured
     runs, replayed both ways: the run 2.5% short without them, under 1% with; the
-    median TTFT's median error 12.1%, 9.0% with). A rank slowed on purpose (the
-    `slow` fault) sleeps inside its spans (runtime.worker), so its gaps are the same."""
+    median TTFT's median error 12.1%, 9.0% with). Per series, since series differ:
+    mixed precision's fp32 steps left 80-160 us between two actions, its fp16 ones
+    casts and scaler bookkeeping on top. Two kinds of pair are no measure of it: a
+    non-blocking launch's span runs until its collective ends, long after the rank went
+    on; and after a barrier, the rank sets its series up (mixed precision builds its
+    trainer there, 11-15 ms), which no step pays. A rank slowed on purpose (the `slow`
+    fault) sleeps inside its spans (runtime.worker), so its gaps are the same."""
     spans = measured.by_action()
-    gaps = []
+    gaps: dict[str | None, list[float]] = {}
     for actions in program.ranks:
         for before, after in itertools.pairwise(actions):
             if (
                 before.series == after.series
+                and not before.nonblocking
+                and before.kind != "barrier"
                 and before.id in spans
                 and after.id in spans
                 and past_warmup(after.step, warmup_steps)
             ):
-                gaps.append(max(0.0, spans[after.id].start - spans[before.id].end))
-    if len(gaps) < 3:
+                gap = max(0.0, spans[after.id].start - spans[before.id].end)
+                gaps.setdefault(before.series, []).append(gap)
+    means = {series: statistics.fmean(g) for series, g in gaps.items() if len(g) >= 3}
+    if not means:
         return model
-    gap = statistics.fmean(gaps)
+    said = ", ".join(f"{series or 'all'} {gap * 1e6:.0f} µs" for series, gap in means.items())
+    own = {
+        DISPATCH if series is None else series_key(series, DISPATCH): gap
+        for series, gap in means.items()
+    }
     return replace(
         model,
-        compute={**model.compute, DISPATCH: gap},
-        source=f"{model.source}; {gap * 1e6:.0f} µs between two actions, as measured",
+        compute={**model.compute, **own},
+        source=f"{model.source}; between two actions, as measured: {said}",
     )

@@ -84,7 +84,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.costmodel import DISPATCH, SEND_ISSUE, WAKE, CostModel
+from runtime.costmodel import DISPATCH, SEND_ISSUE, WAKE, CostModel, dispatch_gap
 from runtime.eventloop import (
     ASYNC,
     COLLECTIVE,
@@ -136,7 +136,7 @@ def simulate(program: Program, model: CostModel) -> Timeline:
     """Run `program` on a virtual clock; return the predicted Timeline."""
     ops, groups = compile_program(program, model)
     try:
-        run = run_ops(ops, groups, model)
+        run = run_ops(ops, groups, model, series_gaps(program, model))
     except CollectiveMismatch as exc:
         heads = [program.ranks[r][i] for r, i in exc.heads]
         raise ProgramError(
@@ -170,6 +170,16 @@ def compile_program(
     """Each rank's Actions as ops (runtime.eventloop), and the collective groups."""
     compiler = Compiler(model)
     return [compiler.ops(actions) for actions in program.ranks], compiler.groups
+
+
+def series_gaps(program: Program, model: CostModel) -> list[list[float]] | None:
+    """The gap after each Action of each rank, where a series has its own (a run
+    measured it: runtime.refine.refine_dispatch); None where every Action has the
+    model's one DISPATCH, which runtime.eventloop applies itself."""
+    suffix = f":{DISPATCH}"
+    if not any(key.endswith(suffix) for key in model.compute):
+        return None
+    return [[dispatch_gap(model.compute, a.series) for a in row] for row in program.ranks]
 
 
 # Ops after which a rank has blocked: the next compute pays the cost model's WAKE.
@@ -289,7 +299,6 @@ def simulate_lockstep(
         raise ValueError("a slowed rank is not like the others: simulate every rank")
     share = model.core_share(copies)
     wake = model.compute.get(WAKE, 0.0)
-    gap = model.compute.get(DISPATCH, 0.0)
     spans: list[Span] = []
     t, waited = start, False
     for action in actions:
@@ -305,7 +314,7 @@ def simulate_lockstep(
             end = t + (model.compute_time(action) + wake * waited) / share
         waited = blocks(action)
         spans.append(span_for(action, t, end))
-        t = end + gap
+        t = end + dispatch_gap(model.compute, action.series)
     return spans
 
 

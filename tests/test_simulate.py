@@ -809,16 +809,18 @@ def test_refine_dispatch_is_the_mean_gap_between_a_series_actions() -> None:
     a new series' first action left out."""
     from dataclasses import replace
 
-    from runtime.costmodel import DISPATCH
+    from runtime.costmodel import DISPATCH, series_key
     from runtime.refine import refine_dispatch
     from runtime.trace import Timeline
 
+    own = series_key("s", DISPATCH)  # the gap of series "s", every action's here
     model = replace(MODEL, compute={"F": 1e-3})
     program = _dispatch_program()
     gap = 3e-5
     measured = simulate(program, replace(model, compute={"F": 1e-3, DISPATCH: gap}))
     refined = refine_dispatch(model, program, measured)
-    assert refined.compute[DISPATCH] == pytest.approx(gap)
+    assert refined.compute[own] == pytest.approx(gap)
+    assert DISPATCH not in refined.compute
     assert "between two actions" in refined.source
     # A later series, a second after: its first action's wait is not the executor's.
     later = Program(2)
@@ -828,14 +830,72 @@ def test_refine_dispatch_is_the_mean_gap_between_a_series_actions() -> None:
     spans = [*measured.spans]
     spans += [replace(s, start=s.start + 1.0, end=s.end + 1.0, action_id=f"n@r{s.rank}",
                       series="t") for s in measured.spans if s.action_id in ("h@r0", "h@r1")]  # fmt: skip
-    assert refine_dispatch(model, later, Timeline(spans)).compute[DISPATCH] == pytest.approx(gap)
+    assert refine_dispatch(model, later, Timeline(spans)).compute[own] == pytest.approx(gap)
     # Step 0 is a warm-up: its gaps (made a millisecond here) are left out.
     late = [0.0 if s.action_id.startswith("f") else 1e-3 for s in measured.spans]
     slow_start = Timeline([replace(s, start=s.start + d, end=s.end + d)
                            for s, d in zip(measured.spans, late, strict=True)])  # fmt: skip
-    assert refine_dispatch(model, program, slow_start).compute[DISPATCH] > 2 * gap
+    assert refine_dispatch(model, program, slow_start).compute[own] > 2 * gap
     warm = refine_dispatch(model, program, slow_start, warmup_steps=1)
-    assert warm.compute[DISPATCH] == pytest.approx(gap)
+    assert warm.compute[own] == pytest.approx(gap)
     # A rank slowed on purpose sleeps inside its spans: its gaps count as any rank's.
     slowed = replace(model, slow=((1, 3.0),))
-    assert refine_dispatch(slowed, program, measured).compute[DISPATCH] == pytest.approx(gap)
+    assert refine_dispatch(slowed, program, measured).compute[own] == pytest.approx(gap)
+
+
+def _two_series_program() -> Program:
+    """Two ranks: series "a" a barrier then three computes; series "b" a compute, a
+    non-blocking all-reduce launched under two more computes, its wait, a compute."""
+    program = Program(2)
+    for rank in (0, 1):
+        program.add(Action(f"go@r{rank}", rank, "barrier", group=(0, 1), series="a"))
+        for k in range(3):
+            program.add(Action(f"a{k}@r{rank}", rank, "F", cost_key="F", series="a", step=0))
+        program.add(Action(f"b0@r{rank}", rank, "F", cost_key="F", series="b", step=0))
+        program.add(Action(f"ar@r{rank}", rank, "all_reduce", group=(0, 1), bytes=1 << 20,
+                           algorithm="builtin", series="b", step=0,
+                           args=(("nonblocking", True),)))  # fmt: skip
+        for k in (1, 2):
+            program.add(Action(f"b{k}@r{rank}", rank, "F", cost_key="F", series="b", step=0))
+        program.add(Action(f"w@r{rank}", rank, "wait", series="b", step=0))
+        program.add(Action(f"b3@r{rank}", rank, "F", cost_key="F", series="b", step=0))
+    return program
+
+
+@pytest.mark.parametrize("cores", [None, 1])
+def test_each_series_pays_its_own_dispatch_gap_and_a_run_gives_each_back(
+    cores: int | None,
+) -> None:
+    """A series' own gap (`<series>:dispatch.between_actions`) comes after each of its
+    actions, the shared DISPATCH after the others'; refined after a run, each series
+    gets back the gap it was simulated with. Two pairs are no measure of the gap and are
+    left out: after a non-blocking launch (its span runs until the all-reduce ends,
+    under the computes after it) and after a barrier (a series' setup follows it)."""
+    from dataclasses import replace
+
+    from runtime.costmodel import DISPATCH, series_key
+    from runtime.refine import refine_dispatch
+    from runtime.trace import Timeline
+
+    gaps = {series_key("a", DISPATCH): 2e-5, series_key("b", DISPATCH): 3e-4}
+    model = replace(MODEL, compute={"F": 1e-3, **gaps}, cores=cores)
+    program = _two_series_program()
+    spans = simulate(program, model).by_action()
+    for rank in (0, 1):
+        assert spans[f"a1@r{rank}"].start == pytest.approx(spans[f"a0@r{rank}"].end + 2e-5)
+        assert spans[f"b2@r{rank}"].start == pytest.approx(spans[f"b1@r{rank}"].end + 3e-4)
+        assert spans[f"b3@r{rank}"].start == pytest.approx(spans[f"w@r{rank}"].end + 3e-4)
+    # The launch's span ends long after the next compute began: not a gap.
+    assert spans["ar@r0"].end > spans["b1@r0"].start
+    # The run set its series up for 10 ms after the barrier, outside any action.
+    run = simulate(program, model)
+    setup = Timeline([s if s.kind == "barrier" else replace(s, start=s.start + 0.01,
+                      end=s.end + 0.01) for s in run.spans])  # fmt: skip
+    refined = refine_dispatch(replace(model, compute={"F": 1e-3}), program, setup)
+    for key, gap in gaps.items():
+        assert refined.compute[key] == pytest.approx(gap)
+    # A series' own gap wins over the shared one; a series without one pays the shared.
+    shared = replace(model, compute={"F": 1e-3, DISPATCH: 1e-4, series_key("a", DISPATCH): 2e-5})
+    spans = simulate(program, shared).by_action()
+    assert spans["a1@r0"].start == pytest.approx(spans["a0@r0"].end + 2e-5)
+    assert spans["b2@r0"].start == pytest.approx(spans["b1@r0"].end + 1e-4)

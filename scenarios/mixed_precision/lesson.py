@@ -164,6 +164,7 @@ HOOKS = Hooks(
     figures=sweep.figures,
     preload=OPTIMIZER_MODULES,
     headline=("step_s",),
+    dispatch_gaps=True,  # each series its own: fp32 left 80-160 us, fp16 ms
     # The model refined after a run leaves step 1 out, as step_s does (on 16 captured
     # runs replayed both ways, the six series' after-run errors 1.6-9.4%, were 1.9-10%).
     warmup_steps=lambda params: timing.warmup_steps(params.steps),
