@@ -367,8 +367,9 @@ def predict_commands(draw: st.DrawFn) -> list[str]:
 @given(predict_commands())
 def test_predict_exits_0_or_2_in_one_line_and_never_takes_2_seconds(args: list[str]) -> None:
     gc.collect()  # time the command, not a collection of this test process's garbage
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     status, out, err = cli(*args)  # an exception (a traceback) fails the test
+    cpu = time.process_time() - cpu_started
     elapsed = time.perf_counter() - started
     assert status in (0, 2), (args, status, err)
     event(f"{args[1]}: exit {status}")
@@ -376,4 +377,11 @@ def test_predict_exits_0_or_2_in_one_line_and_never_takes_2_seconds(args: list[s
         assert out == "" and err.count("\n") == 1 and err.startswith("playground: error:"), err
     elif "--json" in args:
         json.loads(out)  # strict JSON
-    assert elapsed < 2.0, (args, elapsed)
+    # The command's own seconds (this process's CPU time), not the wall clock's: this
+    # shared 2-core VM stalls for seconds at times (in one CI run the default `predict
+    # inference --json` took 2.8 s of wall time where it takes 0.3-0.4 s, and another
+    # example 4.5 s twice, which Hypothesis's own replay then ran well within 2 s).
+    # The wall clock only guards against a hang. benchmarks/predict_scale.py times
+    # each command in a fresh process, medians of several runs.
+    assert cpu < 2.0, (args, cpu, elapsed)
+    assert elapsed < 10.0, (args, cpu, elapsed)
