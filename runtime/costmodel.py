@@ -58,6 +58,12 @@ WAKE = "wake.after_wait"
 # 25-35 us each, 2-3% of a run, all of it on the clock its requests queue on). A
 # series may have its own (`<series>:dispatch.between_actions`, dispatch_gap).
 DISPATCH = "dispatch.between_actions"
+# ... and how long after the first member of a barrier each rank leaves it: gloo's
+# barrier releases its members one message after another (0.3-0.5 ms apart here on
+# average, in no fixed order), and a ring that starts right after it waits for the last
+# one. 0 until a run measures it (runtime.refine.refine_dispatch), per series and rank
+# (`<series>:barrier.exit_lag@r<rank>`, gap_after).
+EXIT_LAG = "barrier.exit_lag"
 
 
 @dataclass(frozen=True)
@@ -250,6 +256,17 @@ def dispatch_gap(compute: dict[str, float], series: str | None) -> float:
         if own is not None:
             return own
     return compute.get(DISPATCH, 0.0)
+
+
+def gap_after(compute: dict[str, float], action: Action) -> float:
+    """The seconds its rank spends after `action` before its next one: the dispatch
+    gap, and after a barrier the rank's lag leaving it after its first member, as a
+    run measured it (0 where none did)."""
+    gap = dispatch_gap(compute, action.series)
+    if action.kind != "barrier":
+        return gap
+    key = f"{EXIT_LAG}@r{action.rank}"
+    return gap + compute.get(series_key(action.series, key) if action.series else key, 0.0)
 
 
 def series_key(series: str, key: str) -> str:

@@ -68,7 +68,8 @@ def refine_collectives(
     instances of measured / formula, bounded to [0.2, 20]; the median, as in `refine`:
     one instance disturbed by the machine does not move it. The steps of a collective
     the Program spells out itself (a ring's sendrecvs) get a scale `sendrecv`: the
-    median over iterations of their measured extent over the predicted one. `chained`:
+    mean over every member of every step of its span over its formula (`_step_ratios`).
+    `chained`:
     for a lesson whose step is a chain of collectives, each instance from its last
     member's arrival to its last member's end (`_took`; no predicted wait to take off,
     the arrivals' skew is already out), and the mean over instances instead of their
@@ -118,28 +119,10 @@ def refine_collectives(
                 if key is not None:
                     ratios.setdefault(key, []).append(took / formula)
                     ratios.setdefault(sized_key(key, action), []).append(took / formula)
-    # The steps of a collective the Program spells out (a ring's sendrecvs): per
-    # iteration, from the first rank's first step to the last rank's last one (the gaps
-    # between steps and the ranks' skew leaving the barrier before are the collective's
-    # too), measured over predicted, on top of the scale already used.
-    extents: dict[tuple, list[float]] = {}
-    for a in program.actions():
-        if (
-            a.kind == "sendrecv"
-            and a.id in spans
-            and a.id in forecast
-            and past_warmup(a.step, warmup_steps)
-        ):
-            m, p = spans[a.id], forecast[a.id]
-            box = extents.setdefault((a.series, a.step), [m.start, m.end, p.start, p.end])
-            box[:] = [min(box[0], m.start), max(box[1], m.end), min(box[2], p.start),
-                      max(box[3], p.end)]  # fmt: skip
     buckets = _async_ratios(model, program, spans, warmup_steps)
-    steps = [(b[1] - b[0]) / (b[3] - b[2]) for b in extents.values() if b[3] > b[2] and b[1] > b[0]]
+    steps = _step_ratios(model, program, spans, warmup_steps)
     if steps:
-        ratios["sendrecv"] = [
-            model.collective_scale.get("sendrecv", 1.0) * statistics.median(steps)
-        ]
+        ratios["sendrecv"] = [statistics.fmean(steps)]
     if not ratios and not buckets and not untimed:
         return model
     center = statistics.fmean if chained else statistics.median
@@ -162,6 +145,31 @@ def refine_collectives(
         collective_scale={**model.collective_scale, **scale},
         source=f"{model.source}; collectives as measured ({said})",
     )
+
+
+def _step_ratios(
+    model: CostModel, program: Program, spans: Mapping[str, Any], warmup_steps: int
+) -> list[float]:
+    """The steps of a collective the Program spells out (a ring's sendrecvs), each
+    member's span over its formula (α + bytes·β, and γ per byte it reduces); the caller
+    takes their mean. Each member's span holds its wait for a neighbour that was
+    descheduled: on shared cores that wait is what a ring pays step after step, where
+    the simulator, whose ranks compute alike, predicts almost none. The iteration then
+    comes out of the simulated chain of steps (and the gaps between them), not fitted to
+    it: on 20 captured runs of the lesson's default, replayed, the median iteration came
+    out 1.0-23% apart from the run's (median 6.3% on 8 runs, 8.7% on the 12 after);
+    with each step's median member instead of every member, 13.6% on those 12. The
+    scale used to be fitted to the iterations themselves: 0.0% after a run, by
+    construction, and no check of the model."""
+    ratios = []
+    for a in program.actions():
+        if a.kind != "sendrecv" or a.id not in spans or not past_warmup(a.step, warmup_steps):
+            continue
+        alpha, beta = model.link(a.rank, a.dst)  # type: ignore[arg-type]
+        formula = alpha + a.bytes * beta + (model.gamma * a.recv_bytes if a.reduce else 0.0)
+        if formula > 0:
+            ratios.append((spans[a.id].end - spans[a.id].start) / formula)
+    return ratios
 
 
 def _async_ratios(

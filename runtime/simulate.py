@@ -84,7 +84,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.costmodel import DISPATCH, SEND_ISSUE, WAKE, CostModel, dispatch_gap
+from runtime.costmodel import (
+    DISPATCH,
+    EXIT_LAG,
+    SEND_ISSUE,
+    WAKE,
+    CostModel,
+    dispatch_gap,
+    gap_after,
+)
 from runtime.eventloop import (
     ASYNC,
     COLLECTIVE,
@@ -174,12 +182,13 @@ def compile_program(
 
 def series_gaps(program: Program, model: CostModel) -> list[list[float]] | None:
     """The gap after each Action of each rank, where a series has its own (a run
-    measured it: runtime.refine.refine_dispatch); None where every Action has the
-    model's one DISPATCH, which runtime.eventloop applies itself."""
+    measured it: runtime.refine.refine_dispatch), and after a barrier the rank's lag
+    leaving it; None where every Action has the model's one DISPATCH, which
+    runtime.eventloop applies itself."""
     suffix = f":{DISPATCH}"
-    if not any(key.endswith(suffix) for key in model.compute):
+    if not any(key.endswith(suffix) or EXIT_LAG in key for key in model.compute):
         return None
-    return [[dispatch_gap(model.compute, a.series) for a in row] for row in program.ranks]
+    return [[gap_after(model.compute, a) for a in row] for row in program.ranks]
 
 
 # Ops after which a rank has blocked: the next compute pays the cost model's WAKE.

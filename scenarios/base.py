@@ -183,8 +183,7 @@ class Hooks(Generic[P]):
     # A step of many small actions, whose ranks spend a noticeable share of it between
     # them (the executor's own Python): after a run the simulator adds the mean gap the
     # ranks measured before each action, per series (runtime.refine.refine_dispatch).
-    # Off where a run's collectives are fitted from their spans end to end and hold the
-    # gaps already (ring-allreduce: 2% long with them) or where they change nothing.
+    # Off where they change nothing.
     dispatch_gaps: bool = False
     # Marks read off the ranks' results (a skipped step, a loss scale that changed),
     # added to the measured timeline's.

@@ -445,6 +445,81 @@ def test_refine_scales_a_spelled_out_ring_as_measured() -> None:
     assert simulate(program, refined).makespan == pytest.approx(1.5 * before.makespan, rel=1e-6)
 
 
+def test_refine_costs_a_ring_by_its_steps_and_the_gaps_between_them_apart() -> None:
+    """After a run a ring's iteration is predicted from its parts, not fitted to itself:
+    every step took twice its formula and the rank left 1 ms between two steps. The
+    steps' scale is 2 (the gaps are not a step's), and with the gaps the ranks measured
+    (refine_dispatch) the simulated chain comes to the run's iteration."""
+    from dataclasses import replace
+
+    from runtime.costmodel import DISPATCH, series_key
+    from runtime.refine import refine_dispatch
+    from runtime.refine_collectives import refine_collectives
+    from runtime.trace import Span, Timeline
+
+    schedule = collectives.ring_all_reduce(list(range(4)), 2**18, 4)
+    program = program_of(
+        4, {r: [replace(a, series="ring") for a in s] for r, s in schedule.items()}
+    )
+    before = simulate(program, MODEL)
+    gap = 1e-3
+    order = {a.id: k for actions in program.ranks for k, a in enumerate(actions)}
+
+    def later(span: Span) -> Span:  # a rank's k-th step: twice as long, after k gaps
+        shift = order[span.action_id] * gap
+        return replace(span, start=2 * span.start + shift, end=2 * span.end + shift)
+
+    measured = Timeline([later(span) for span in before.spans])
+    refined = refine_collectives(MODEL, program, measured, before)
+    assert refined.collective_scale["sendrecv"] == pytest.approx(2.0)
+    refined = refine_dispatch(refined, program, measured)
+    assert refined.compute[series_key("ring", DISPATCH)] == pytest.approx(gap)
+    assert simulate(program, refined).makespan == pytest.approx(measured.makespan, rel=1e-6)
+
+
+def test_refine_dispatch_lets_a_barriers_members_go_as_the_run_did() -> None:
+    """gloo releases a barrier's members one after another: the run's lags (rank r left
+    r·0.5 ms after rank 0) become each rank's gap after the barrier, so the ring after it
+    starts as late on each rank as the run's did, and the iteration waits for the last."""
+    from dataclasses import replace
+
+    from runtime.costmodel import EXIT_LAG, series_key
+    from runtime.program import barriers
+    from runtime.refine import refine_dispatch
+    from runtime.trace import Timeline
+
+    group = (0, 1, 2, 3)
+    schedule = collectives.ring_all_reduce(list(group), 2**18, 4)
+    start = {a.rank: a for a in barriers("ring.barrier", group, series="ring", step=0)}
+    program = program_of(
+        4,
+        {
+            r: [start[r], *(replace(a, series="ring", step=0) for a in s)]
+            for r, s in schedule.items()
+        },
+    )
+    before = simulate(program, MODEL)
+    lag = 5e-4
+    measured = Timeline(
+        [
+            replace(span, end=span.end + span.rank * lag)
+            if span.action_id == start[span.rank].id
+            else span
+            for span in before.spans
+        ]
+    )
+    refined = refine_dispatch(MODEL, program, measured)
+    for rank in group:
+        key = series_key("ring", f"{EXIT_LAG}@r{rank}")
+        assert refined.compute[key] == pytest.approx(rank * lag)
+    after = simulate(program, refined).by_action()
+    first = {r: after[program.ranks[r][1].id].start for r in group}
+    assert first[3] - first[0] == pytest.approx(3 * lag)
+    # The ring's first step waits for its sender: rank 0 receives from rank 3.
+    assert after[program.ranks[0][1].id].end > first[3]
+    assert simulate(program, refined).makespan > before.makespan + 3 * lag * 0.9
+
+
 def test_refine_builtin_collectives_apart_from_ddp_buckets() -> None:
     """Torch's own blocking collectives get a scale of their own (builtin.<kind>); a
     non-blocking one (a DDP bucket) one of its own (async.<kind>); one whose work is
