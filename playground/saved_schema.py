@@ -124,6 +124,9 @@ class RatesDoc(Struct, frozen=True):
     # Bi and W of a split backward over the full one (a CPU's Bi is nearly B).
     split_input_fraction: Annotated[float, Meta(ge=0, le=10)] = 0.5
     split_weight_fraction: Annotated[float, Meta(ge=0, le=10)] = 0.5
+    # fp16's and bf16's block over fp32's (a CPU's are several times slower).
+    fp16_slowdown: Annotated[float, Meta(gt=0, le=1e3)] | None = None
+    bf16_slowdown: Annotated[float, Meta(gt=0, le=1e3)] | None = None
     peak_flops_per_s: Rate | None = None
     achieved_fraction: Fraction | None = None
     memory_bytes: Annotated[float, Meta(ge=0, le=1e18)] | None = None

@@ -35,7 +35,7 @@ from runtime.costmodel import WAKE, CostModel
 from runtime.files import write_text_atomic
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
-METHOD_VERSION = 21
+METHOD_VERSION = 22
 # What the ranks of a calibration run (runtime.calibration_rank).
 RANK_ENTRY = "runtime.calibration_rank:run_rank"
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
@@ -59,6 +59,9 @@ SHARDED_SHAPE = (2, 32, 16, 64, 4)
 # (hidden, sequences, seq) of the MLP timed under torch's tensor parallelism, the
 # tensor-parallel lesson's default size: DTensor's dispatch per parallelized module.
 PARALLEL_SHAPE = (64, 4, 32)
+# (hidden, tokens, seq) of the block timed in fp32, fp16 and bf16 (ComputeRates'
+# slowdowns): the mixed-precision lesson's default model and microbatch.
+LOW_PRECISION_SHAPE = (64, 256, 32)
 
 
 def cache_dir() -> Path:
@@ -235,9 +238,25 @@ def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
         **sharded,
         **parallel,
         **split_fractions([r["split"] for r in rank_results if r.get("split")]),
-        source="MiniGPT blocks (and one's split backward), eager operators, Adam, FSDP2, tensor "
-        "parallelism and an fsync'ed write timed on this machine, every rank busy at once (CPU seconds)",
+        **low_precision_slowdowns(
+            [r["low_precision"] for r in rank_results if r.get("low_precision")]
+        ),
+        source="MiniGPT blocks (and one's split backward, one in fp16 and bf16), eager operators, "
+        "Adam, FSDP2, tensor parallelism and an fsync'ed write timed on this machine, every rank busy at once (CPU seconds)",
     )
+
+
+def low_precision_slowdowns(rows: list[list[float]]) -> dict[str, float]:
+    """ComputeRates' fp16 and bf16 slowdowns from each rank's [fp32, fp16, bf16] seconds
+    of a block's forward and backward (runtime.calibration_compute.low_precision): the
+    median over ranks of each over fp32; none without rows."""
+    rows = [row for row in rows if row[0] > 0]
+    if not rows:
+        return {}
+    return {
+        "fp16_slowdown": statistics.median(row[1] / row[0] for row in rows),
+        "bf16_slowdown": statistics.median(row[2] / row[0] for row in rows),
+    }
 
 
 def wake_seconds(rows: list[list[float]]) -> float:

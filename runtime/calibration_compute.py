@@ -3,7 +3,7 @@
 Called by runtime.calibration_rank (the `calibrate` job) in every rank at once;
 runtime.calibration fits the numbers into runtime.compute's ComputeRates and the
 cost model's WAKE. A MiniGPT block's forward and backward at the shapes the
-lessons use, one eager operator, a compute right after a wait, an Adam step (per
+lessons use (and in fp16 and bf16), one eager operator, a compute right after a wait, an Adam step (per
 element and per tensor), FSDP2's and tensor parallelism's overheads, and (rank
 0) a checkpoint-sized fsync'ed write: CPU seconds, with every rank busy at once.
 
@@ -30,6 +30,7 @@ from runtime.calibration import (
     BLOCK_SHAPES,
     DISK_BYTES,
     LIVE_GRAPHS,
+    LOW_PRECISION_SHAPE,
     OP_REPS,
     PARALLEL_SHAPE,
     REPS,
@@ -128,6 +129,32 @@ def split_backward() -> list[float]:
             for samples in (full, bi, w):
                 samples.clear()
     return [statistics.median(full), statistics.median(bi), statistics.median(w)]
+
+
+def low_precision() -> list[float]:
+    """[fp32, fp16, bf16] CPU seconds of one block's forward and backward at
+    LOW_PRECISION_SHAPE, its weights in that precision and fp16/bf16 under torch's CPU
+    autocast, as the mixed-precision lesson trains (scenarios.mixed_precision.trainer):
+    every rank at once, precisions by turns within each round (the machine's pace moves
+    by the second). A CPU's fp16 has no fast matmul of its own: a run measured its
+    forward 5.7 times fp32's here, where a fixed guess said 2.5."""
+    hidden, tokens, seq = LOW_PRECISION_SHAPE
+    dtypes = (torch.float32, torch.float16, torch.bfloat16)
+    cfg = GPTConfig(vocab=64, seq=seq, hidden=hidden, heads=4, layers=1)
+    models = [Block(cfg).to(dtype) for dtype in dtypes]
+    samples: list[list[float]] = [[] for _ in dtypes]
+    dist.barrier()
+    for rep in range(2 * BLOCK_ROUNDS + 1):  # the first round warms up
+        for dtype, block, out in zip(dtypes, models, samples, strict=True):
+            x = torch.randn(tokens // seq, seq, hidden, dtype=dtype, requires_grad=True)
+            low = dtype != torch.float32
+            start = time.process_time()
+            with torch.autocast("cpu", dtype=dtype, enabled=low):
+                y = block(x).float().sum()
+            y.backward()
+            if rep:
+                out.append(time.process_time() - start)
+    return [statistics.median(out) for out in samples]
 
 
 def sharded(rank: int) -> list[float]:

@@ -77,6 +77,7 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
         **(_busy_timings(ctx, comm) if n > 1 else {}),
         "blocks": timing.blocks(),
         "split": timing.split_backward(),
+        "low_precision": timing.low_precision(),
         "adam": timing.adam(),
         "op_s": timing.op_seconds(),
         "wake": timing.wake(n),

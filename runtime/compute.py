@@ -72,6 +72,12 @@ class ComputeRates:
     # on a CPU autograd still walks the whole graph for Bi (calibrated: split_fractions).
     split_input_fraction: float = 0.5
     split_weight_fraction: float = 0.5
+    # A block's forward and backward with its weights in fp16 / bf16 under torch's CPU
+    # autocast, over the same in fp32 (calibrated: runtime.calibration_compute.
+    # low_precision). None: a lesson's own figure (a CPU without fast fp16/bf16 matmuls
+    # converts and runs them 2-6 times slower; a GPU's tensor cores the other way).
+    fp16_slowdown: float | None = None
+    bf16_slowdown: float | None = None
     peak_flops_per_s: float | None = None  # a datasheet's figure, when there is one
     achieved_fraction: float | None = None  # MFU assumed against that peak
     memory_bytes: float | None = None  # one device's memory (a datasheet's)

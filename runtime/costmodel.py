@@ -166,7 +166,11 @@ class CostModel:
         if action.nonblocking and action.algorithm == "builtin":
             # A DDP bucket: its lesson refines the link's latency, and a run times each
             # series' own buckets (refine_collectives: their time once they could start).
-            return formula * self.collective_scale.get(series_scale_key(action), 1.0)
+            # Before a run, torch's all-reduce as calibrate timed it between computes
+            # (runtime.calibration_busy): a bucket runs while its rank computes too.
+            scales = self.collective_scale
+            busy = scales.get(f"builtin.{action.kind}", 1.0)
+            return formula * scales.get(series_scale_key(action), busy)
         key, scales = scale_key(action), self.collective_scale
         keys = [sized_key(key, action), key]
         if action.series:  # the series' own, as a run timed it (refine_collectives)

@@ -183,3 +183,11 @@ def test_split_backward_fractions_are_the_median_ratio_over_ranks():
     assert fractions["split_weight_fraction"] == pytest.approx(0.4)
     assert compute.split_fractions([]) == {}  # the defaults (half each) stand
     assert compute.ComputeRates(1, 1, 0, 0, 0).split_input_fraction == 0.5
+
+
+def test_low_precision_slowdowns_are_the_median_ratio_to_fp32_over_ranks():
+    # Each rank's [fp32, fp16, bf16] seconds of one block's forward and backward.
+    rows = [[1.0, 6.0, 5.0], [2.0, 10.0, 12.0], [1.0, 7.0, 4.0]]
+    slowdowns = calibration.low_precision_slowdowns(rows)
+    assert slowdowns == {"fp16_slowdown": pytest.approx(6.0), "bf16_slowdown": pytest.approx(5.0)}
+    assert calibration.low_precision_slowdowns([]) == {}  # the lesson's own guess stands

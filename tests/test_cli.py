@@ -342,6 +342,8 @@ def test_calibrate_one_rank_times_compute_and_no_link(tmp_path) -> None:
     assert model["rates"]["forward_flops_per_s"] > 0 and model["rates"]["sharded_adam_s"] >= 0
     assert model["rates"]["forward_s_per_element"] >= 0
     assert model["rates"]["adam_s_per_tensor"] > 0  # torch's Adam loops over tensors on a CPU
+    # fp16 and bf16 blocks timed beside fp32's (mixed precision's compute before a run).
+    assert model["rates"]["fp16_slowdown"] > 0 and model["rates"]["bf16_slowdown"] > 0
 
 
 @pytest.mark.ranks

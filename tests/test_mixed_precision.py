@@ -173,6 +173,44 @@ def test_one_bucket_means_no_predicted_overlap_and_small_buckets_some():
         assert (fraction > 0.1) if overlapped else fraction == 0.0
 
 
+def test_low_precision_compute_before_a_run_is_the_calibrated_slowdown():
+    """On a CPU, fp16's and bf16's forward and backward cost fp32's times what calibrate
+    measured; without a calibrated figure, the lesson's guess."""
+    from dataclasses import replace
+
+    from runtime.compute import TYPICAL_CPU
+    from scenarios.mixed_precision.lesson import CPU_LOW_PRECISION, estimate
+
+    params = LESSON.parse({"implementation": "hand"}, "predict")
+    base = CostModel("cpu", 1e-5, 1e-9, 1e-10, rates=TYPICAL_CPU)
+    guessed = estimate(params, base).compute
+    assert guessed["F.fp16/hand"] == pytest.approx(CPU_LOW_PRECISION * guessed["F.fp32/hand"])
+    rates = replace(TYPICAL_CPU, fp16_slowdown=7.0, bf16_slowdown=6.0)
+    measured = estimate(params, replace(base, rates=rates)).compute
+    assert measured["F.fp16/hand"] == pytest.approx(7.0 * measured["F.fp32/hand"])
+    assert measured["B.bf16/hand.block"] == pytest.approx(6.0 * measured["B.fp32/hand.block"])
+
+
+def test_a_bucket_before_a_run_is_torchs_all_reduce_between_computes():
+    """A DDP bucket's all-reduce runs while its rank computes: before a run it takes the
+    scale calibrate timed for torch's all-reduce between computes; a run's own timing of
+    the series' buckets replaces it."""
+    from dataclasses import replace
+
+    from runtime.costmodel import series_scale_key
+    from runtime.program import Action
+
+    bucket = Action("b@r0", 0, "all_reduce", group=(0, 1), bytes=2**16, algorithm="builtin",
+                    series="fp32/hand", args=(("nonblocking", True),))  # fmt: skip
+    model = CostModel("cpu", 1e-4, 1e-9, 1e-10)
+    formula = model.collective_formula(bucket)
+    assert model.collective_time(bucket) == pytest.approx(formula)
+    busy = replace(model, collective_scale={"builtin.all_reduce": 1.5})
+    assert busy.collective_time(bucket) == pytest.approx(1.5 * formula)
+    ran = replace(busy, collective_scale={"builtin.all_reduce": 1.5, series_scale_key(bucket): 3.0})
+    assert ran.collective_time(bucket) == pytest.approx(3.0 * formula)
+
+
 def test_lumped_step_equals_the_full_simulation():
     """One rank's closed form (sweep.one_step) against every rank simulated."""
     params = params_of(bucket_cap="16KiB")

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from runtime.compute import TYPICAL_CPU
+from runtime.compute import TYPICAL_CPU, ComputeRates
 from runtime.costmodel import CostModel
 from runtime.faults import Fault
 from scenarios.base import OPTIMIZER_MODULES, Hooks, Lesson
@@ -47,10 +47,12 @@ from scenarios.texts import load_texts
 
 KiB = 1024
 MAX_RUN_PARAMETERS = 2_000_000
-# Compute in fp16/bf16 against fp32, before a run has timed it. On a CPU, measured on
-# the machine this was built on (autocast's casts dominate the MiniGPT's small matmuls);
-# on a GPU profile, whose rates are BF16 tensor-core figures, fp32 runs as TF32 at half
-# of them (A100 156 vs 312, H100 495 vs 989 TFLOP/s dense). A run replaces both.
+# Compute in fp16/bf16 against fp32, before a run has timed it. On a CPU, what
+# `calibrate` measured (ComputeRates' fp16/bf16 slowdowns), else this guess from the
+# machine this was built on (autocast's casts dominate the MiniGPT's small matmuls; a
+# later machine measured 5.7 for fp16); on a GPU profile, whose rates are BF16
+# tensor-core figures, fp32 runs as TF32 at half of them (A100 156 vs 312, H100 495 vs
+# 989 TFLOP/s dense). A run replaces all of them.
 CPU_LOW_PRECISION = 2.5
 GPU_FP32 = 2.0
 
@@ -111,7 +113,7 @@ def estimate(params: MixedParams, model: CostModel) -> CostModel:
     estimated: dict[str, float] = {}
     for v in variants(params):
         slower = (GPU_FP32 if v.precision == "fp32" else 1.0) if gpu else (
-            1.0 if v.precision == "fp32" else CPU_LOW_PRECISION
+            1.0 if v.precision == "fp32" else cpu_slowdown(rates, v.precision)
         )  # fmt: skip
         s = v.series
         forward = parts.embedding[0] + layers * parts.block[0] + parts.head[0]
@@ -122,6 +124,12 @@ def estimate(params: MixedParams, model: CostModel) -> CostModel:
         estimated[f"U.{s}"] = adam / 3
         estimated[f"opt.{s}"] = adam * (1 if v.precision == "fp32" else 4 / 3)
     return replace(model, compute={**model.compute, **estimated})
+
+
+def cpu_slowdown(rates: ComputeRates, precision: str) -> float:
+    """fp16's or bf16's compute over fp32's on a CPU: calibrated, else the guess."""
+    measured = rates.fp16_slowdown if precision == "fp16" else rates.bf16_slowdown
+    return measured or CPU_LOW_PRECISION
 
 
 def check_faults(params: MixedParams, faults: list[Fault]) -> None:
