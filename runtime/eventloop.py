@@ -3,10 +3,9 @@
 Part of DESIGN.md's second engine. runtime.simulate compiles each Action into
 an op, a plain tuple of the numbers the loop needs (a compute's seconds, a
 message's link, latency, bytes·beta and channel, a collective's group and
-seconds), and runs them here; a lesson that must predict at a scale where
-building every Action would be slow (a 64-stage pipeline of 256 microbatches)
-compiles its ops directly from its schedule and runs the same loop, so both
-paths share one semantics (runtime.simulate's docstring states it).
+seconds), and runs them here; a lesson that predicts at a scale where building
+every Action would be slow (a 64-stage pipeline of 256 microbatches) compiles its
+ops from its schedule and runs the same loop (runtime.simulate states it).
 
 Ops (tuples, first item the code):
 - (COMPUTE, seconds): the base duration, with a core to itself;
@@ -42,18 +41,20 @@ unless a run measured what its executor spends between two actions), or the gap
 that ends at the very instant it starts then waits for it too.
 
 A slowed rank (CostModel.slow, the `slow` fault) computes at its shared speed,
-then stays busy (factor − 1) times the compute's duration without holding a
-core, as the real rank sleeps; its reductions of received data take factor
-times as long.
+then stays busy (factor − 1) times the compute's duration without holding a core,
+as the real rank sleeps; its reductions of received data take factor times as long.
 
 Pure: stdlib only.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import heapq
 import math
 from collections import defaultdict, deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,6 +95,20 @@ class Run:
         ]
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection meanwhile: a simulation allocates no cycles, and the
+    passes over its tuples took 5-10% of a 64-stage pipeline's prediction."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@gc_paused()
 def run_ops(
     ops: list[list[Op]],
     groups: list[tuple[int, ...]],
@@ -218,6 +233,8 @@ def run_ops(
             for m, (start, _) in members.items():
                 finish(m, start, release)
 
+    share = sharing.start if sharing is not None else None  # a compute joins the cores
+
     def step(rank: int, t: float, due: float) -> None:
         """Start the rank's next ops at t; `due`: when the next compute ends (nothing
         here changes it until this rank starts a compute, and then it stops)."""
@@ -227,10 +244,10 @@ def run_ops(
             op = row[i]
             code = op[0]
             if code in (COMPUTE, SYNCED):
-                if sharing is None:
+                if share is None:
                     (synced if code == SYNCED else finish)(rank, t, t + op[1] * slow[rank])
                 else:
-                    sharing.start(rank, op[1], t)
+                    share(rank, op[1], t)
                 return
             if code == ASYNC:
                 starts[rank][i] = t
@@ -288,18 +305,14 @@ def run_ops(
             t, rank = pop(ready)
             step(rank, t, inf)
     else:
-        next_end, advance, pop_ended = sharing.next_end, sharing.advance, sharing.pop_ended
+        advance, pop_ended = sharing.advance, sharing.pop_ended
         while True:
-            compute_end = next_end()
+            compute_end = sharing.due  # an advance does not move it (CoreSharing)
             # Computes ending at the same instant as a rank becomes free end first:
             # the order does not change any rate, as no time passes in between.
             if ready and ready[0][0] < compute_end:
                 t, rank = pop(ready)
-                if t > sharing.now and sharing.jobs:
-                    advance(t)
-                    compute_end = next_end()
-                else:
-                    advance(t)
+                advance(t)
                 step(rank, t, compute_end)
             elif compute_end < inf:
                 for rank, begun in pop_ended():
@@ -324,7 +337,7 @@ def run_ops(
                         if gap:
                             push(ready, (now + gap, rank))
                         else:
-                            step(rank, now, next_end())
+                            step(rank, now, sharing.due)
             else:
                 break
     unfinished = {key: {m: at for m, (at, _) in who.items()} for key, who in launches.items()}
