@@ -122,7 +122,7 @@ def budget_words(language: str) -> dict[str, str]:
     """The words of `budget_lines` in the learner's language."""
     from playground.i18n import t
 
-    words = ("heading", "headline", "before", "after", "stale")
+    words = ("heading", "headline", "before", "after", "stale", "noisy")
     return {w: t(f"app.budget_{w}", language) for w in words}
 
 
@@ -130,9 +130,9 @@ def budget_lines(rows: list[BudgetRow], words: dict[str, str]) -> list[str]:
     """The rows as text: a heading with the budgets, then per row `label  before │ after`,
     each error marked within (✓) or over (✗) its budget. A row's label is its series
     when the rows share one metric (named in the heading), else series and metric.
-    Over budget before the run, a last line says to calibrate again. `words`: the
-    heading, "the headline times", "before", "after" and that line in the learner's
-    language."""
+    Over budget before the run, a line says to calibrate again; over after it, a line
+    says the budget holds the median of runs. `words`: the heading, "the headline
+    times", "before", "after" and those lines in the learner's language."""
     if not rows:
         return []
     names = {row.metric.name for row in rows}
@@ -156,6 +156,8 @@ def budget_lines(rows: list[BudgetRow], words: dict[str, str]) -> list[str]:
         lines.append(f"  {label:<{width}} {before:>8} │ {after}")
     if any(row.before_within is False for row in rows):
         lines.append(words["stale"])  # most often the machine moved since it was calibrated
+    if any(row.after_within is False for row in rows):
+        lines.append(words["noisy"])  # the budget is the median's: one run may stray
     return lines
 
 
