@@ -155,9 +155,10 @@ class CostModel:
 
     # -- collectives -----------------------------------------------------------
     def collective_time(self, action: Action) -> float:
-        """The collective's formula time, scaled as calibration or a run measured its kind
-        for the hand-made collectives; torch's own (`builtin`) keep the formula until a
-        run has timed them (their scale is `builtin.<kind>`: refine_collectives)."""
+        """The collective's formula time, scaled as calibration or a run measured its kind:
+        the hand-made collectives by their kind, torch's own (`builtin`) by
+        `builtin.<kind>` (calibrate times them between computes; refine_collectives as a
+        run timed them), a DDP bucket by its series' own once a run timed them."""
         formula = self.collective_formula(action)
         if action.arg("untimed", False):
             # Its work runs inside another span (torch DDP's all-reduce inside B): once a

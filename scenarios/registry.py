@@ -6,36 +6,56 @@ A built lesson is its package's `LESSON` (its titles live there, once); a
 planned one is a LessonInfo here until its package exists, then removed.
 
 Adding a lesson: write scenarios/<name>/ (lesson.py, rank.py, its mechanism),
-import its LESSON below, and drop its PLANNED entry.
+name its package in PACKAGES below, and drop its PLANNED entry.
 
 Imports: lesson definitions only (no torch).
 """
 
 from __future__ import annotations
 
-from scenarios.base import Lesson, LessonInfo
-from scenarios.failure_resume.lesson import LESSON as FAILURE_RESUME
-from scenarios.inference.lesson import LESSON as INFERENCE
-from scenarios.mixed_precision.lesson import LESSON as MIXED_PRECISION
-from scenarios.pipeline.lesson import LESSON as PIPELINE
-from scenarios.ring_allreduce.lesson import LESSON as RING_ALLREDUCE
-from scenarios.tensor_parallel.lesson import LESSON as TENSOR_PARALLEL
-from scenarios.why_distribute.lesson import LESSON as WHY_DISTRIBUTE
-from scenarios.zero.lesson import LESSON as ZERO
+import importlib
+from collections.abc import Iterator, Mapping
 
-LESSONS: dict[str, Lesson] = {
-    lesson.name: lesson
-    for lesson in (
-        WHY_DISTRIBUTE,
-        RING_ALLREDUCE,
-        ZERO,
-        FAILURE_RESUME,
-        TENSOR_PARALLEL,
-        PIPELINE,
-        MIXED_PRECISION,
-        INFERENCE,
-    )
+from scenarios.base import Lesson, LessonInfo
+
+# Each built lesson's package, in course order. A command imports only the lesson it
+# names (all eight took 80 ms of every `playground` command's start); the home screen,
+# which lists them all, imports them all.
+PACKAGES: dict[str, str] = {
+    "why-distribute": "why_distribute",
+    "ring-allreduce": "ring_allreduce",
+    "zero": "zero",
+    "failure-resume": "failure_resume",
+    "tensor-parallel": "tensor_parallel",
+    "pipeline": "pipeline",
+    "mixed-precision": "mixed_precision",
+    "inference": "inference",
 }
+
+
+class _Lessons(Mapping[str, Lesson]):
+    """name -> Lesson, each lesson's package imported the first time it is asked for."""
+
+    def __init__(self, packages: dict[str, str]) -> None:
+        self._packages = packages
+        self._loaded: dict[str, Lesson] = {}
+
+    def __getitem__(self, name: str) -> Lesson:
+        lesson = self._loaded.get(name)
+        if lesson is None:
+            module = importlib.import_module(f"scenarios.{self._packages[name]}.lesson")
+            lesson = self._loaded[name] = module.LESSON
+            assert lesson.name == name, f"{module.__name__} defines {lesson.name!r}, not {name!r}"
+        return lesson
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._packages)
+
+    def __len__(self) -> int:
+        return len(self._packages)
+
+
+LESSONS: Mapping[str, Lesson] = _Lessons(PACKAGES)
 
 # Lessons of the unit not built yet (none now: every one has its package).
 PLANNED: tuple[LessonInfo, ...] = ()

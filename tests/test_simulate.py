@@ -520,6 +520,45 @@ def test_refine_dispatch_lets_a_barriers_members_go_as_the_run_did() -> None:
     assert simulate(program, refined).makespan > before.makespan + 3 * lag * 0.9
 
 
+def test_a_rings_steps_do_not_pay_the_barriers_lags_twice() -> None:
+    """Three iterations, each a barrier then a ring whose steps cost their formula, rank r
+    leaving each barrier r·0.5 ms after rank 0: the steps' waits behind those lags are the
+    lags' (the simulation with them puts them there), so the steps' scale stays 1 and
+    the refined model gives the run's makespan back. A barrier some member never left
+    (a failed attempt) says nothing of the lags; one rank alone has none."""
+    from dataclasses import replace
+
+    from runtime.costmodel import EXIT_LAG, series_key
+    from runtime.program import barriers
+    from runtime.refine import exit_lags, refine_dispatch
+    from runtime.refine_collectives import refine_collectives
+    from runtime.trace import Timeline
+
+    group, lag = (0, 1, 2, 3), 5e-4
+    program = Program(4)
+    for step in range(3):
+        ring = collectives.ring_all_reduce(list(group), 2**14, 4, prefix=f"it{step}.", step=step)
+        start = {a.rank: a for a in barriers(f"it{step}.b", group, series="ring", step=step)}
+        for r in group:
+            program.add(start[r])
+            program.extend(replace(a, series="ring") for a in ring[r])
+    lags = {series_key("ring", f"{EXIT_LAG}@r{r}"): r * lag for r in group}
+    truth = simulate(program, replace(MODEL, compute={**MODEL.compute, **lags}))
+    leaving = {a.id for a in program.actions() if a.kind == "barrier"}
+    measured = Timeline(
+        [replace(s, end=s.end + s.rank * lag) if s.action_id in leaving else s for s in truth.spans]
+    )
+    refined = refine_collectives(MODEL, program, measured, simulate(program, MODEL))
+    assert refined.collective_scale["sendrecv"] == pytest.approx(1.0)
+    refined = refine_dispatch(refined, program, measured)
+    assert simulate(program, refined).makespan == pytest.approx(measured.makespan, rel=1e-9)
+    partial = Timeline([s for s in measured.spans if s.action_id != "it0.b@r3"])
+    assert exit_lags(program, partial.by_action()) == pytest.approx(lags)
+    alone = Program(1)
+    alone.extend(barriers("b", (0,), series="ring", step=0))
+    assert exit_lags(alone, simulate(alone, MODEL).by_action()) == {}
+
+
 def test_refine_builtin_collectives_apart_from_ddp_buckets() -> None:
     """Torch's own blocking collectives get a scale of their own (builtin.<kind>); a
     non-blocking one (a DDP bucket) one of its own (async.<kind>); one whose work is
