@@ -3,9 +3,10 @@
 Called by runtime.calibration_rank (the `calibrate` job) in every rank at once;
 runtime.calibration fits the numbers into runtime.compute's ComputeRates and the
 cost model's WAKE. A MiniGPT block's forward and backward at the shapes the
-lessons use (and in fp16 and bf16), one eager operator, a compute right after a wait, an Adam step (per
-element and per tensor), FSDP2's and tensor parallelism's overheads, and (rank
-0) a checkpoint-sized fsync'ed write: CPU seconds, with every rank busy at once.
+lessons use (and in fp16 and bf16), one eager operator, a compute right after a
+wait, an Adam step (per element and per tensor), FSDP2's and tensor parallelism's
+overheads, and (rank 0) a checkpoint-sized fsync'ed write: CPU seconds, with every
+rank busy at once.
 
 Engine part: imports torch, only inside rank processes.
 """

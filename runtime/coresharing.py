@@ -52,11 +52,11 @@ class CoreSharing:
     def _set_due(self) -> None:
         """The next end, once a compute started or ended (the rate may have moved)."""
         jobs = self.jobs
+        k = len(jobs)
+        self.rate = rate = self._rates[k] if k < len(self._rates) else self._share(k)
         if not jobs:
             self.due = math.inf
             return
-        k = len(jobs)
-        self.rate = rate = self._rates[k] if k < len(self._rates) else self._share(k)
         left = jobs[0][0] - self.work_done
         # An advance may land a rounding error short of (or past) a tag: that
         # compute is due now, not a few ulps later as an event of its own.
@@ -77,9 +77,6 @@ class CoreSharing:
         heapq.heappush(self.jobs, (self.work_done + base, rank, t))
         self._set_due()
 
-    def next_end(self) -> float:
-        return self.due
-
     def pop_ended(self) -> list[tuple[int, float]]:
         """Advance to the next compute end; return (rank, start) of all ending then."""
         jobs = self.jobs
@@ -93,7 +90,5 @@ class CoreSharing:
         while jobs and jobs[0][0] <= limit:
             _, rank, start = heapq.heappop(jobs)
             ended.append((rank, start))
-        if not jobs:
-            self.rate = 1.0
         self._set_due()
         return ended
