@@ -25,26 +25,16 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from playground.prediction_error import (
-    BudgetRow,
-    budget_doc,
-    budget_rows,
-    error_rows,
-    with_before,
-)
+from playground.prediction_error import BudgetRow, budget_doc, budget_rows, error_rows, with_before
 from runtime import calibration
 from runtime.costmodel import CostModel, slowed
 from runtime.faults import parse_faults, slow_factors
-from runtime.launch import LaunchResult, LaunchSpec, launch
-from runtime.pool import RankPool
 from runtime.profiles import PROFILES, get_profile
 from runtime.program import Program
 from runtime.refine import refine_compute, refine_dispatch, refine_p2p
 from runtime.refine_collectives import refine_collectives
 from runtime.replay import replay_compute
-from runtime.rundirs import drop_checkpoints
 from runtime.simulate import simulate
-from runtime.spawn import warm_start
 from runtime.trace import Timeline
 from scenarios.base import Lesson, RunData
 from scenarios.metrics import Curve, Metric, finite
@@ -52,6 +42,8 @@ from scenarios.params import Mode, ParamError, Params
 from scenarios.registry import get_lesson
 
 if TYPE_CHECKING:
+    from runtime.launch import LaunchResult
+    from runtime.pool import RankPool
     from runtime.stragglers import WorkersReport
 
 # The shape of `--json` documents: 2 since metrics are a typed list (README, "JSON").
@@ -167,6 +159,8 @@ def calibrate(
     on_message: Callable | None = None,
     pool: RankPool | None = None,
 ) -> CostModel:
+    from runtime.launch import LaunchSpec, launch
+
     spec = LaunchSpec(calibration.RANK_ENTRY, world_size, name="calibrate", backend=backend)
     result = (pool.launch if pool is not None else launch)(spec, on_message=on_message)
     model = calibration.fit(result.rank_results, result.backend, world_size)
@@ -192,6 +186,13 @@ def run(
     """A real multiprocess run, with its prediction and metrics. Raises RunFailed or UsageError.
     Every input is checked before a rank starts; `keep` keeps the run's checkpoints;
     `pool`: warm ranks to run on, when the run may use them."""
+    # The launcher's modules are imported by a run, not by `predict` (a tenth of its
+    # start on a large pipeline).
+    from runtime.launch import LaunchSpec, launch
+    from runtime.pool import RankPool
+    from runtime.rundirs import drop_checkpoints
+    from runtime.spawn import warm_start
+
     requested_ns = time.perf_counter_ns()
     lesson, params = resolve(name, raw, "run")
     world = params.world_size

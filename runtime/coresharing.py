@@ -31,29 +31,22 @@ class CoreSharing:
     computes with equal tags end at the same instant exactly.
     """
 
-    def __init__(self, model: CostModel) -> None:
-        self.share = model.core_share
+    def __init__(self, model: CostModel, ranks: int) -> None:
         self.now = 0.0
         self.work_done = 0.0
         self.jobs: list[tuple[float, int, float]] = []  # (tag, rank, start)
-        self.rate = 1.0  # core_share(len(jobs)), kept as jobs come and go
+        # core_share(k) for every k the ranks can reach, looked up at every start and end.
+        self._rates = [model.core_share(k) for k in range(ranks + 1)]
+        self.rate = 1.0  # the rate while len(jobs) compute, kept as jobs come and go
         # When the next compute ends: it moves only as a compute starts or ends (an
         # advance credits work at the rate the end was computed with), so it is kept,
         # not recomputed at every event (a 64-stage pipeline asks 600,000 times).
         self.due = math.inf
-        self._rates: list[float] = []  # core_share(k), by k
-
-    def _share(self, computing: int) -> float:
-        rates = self._rates
-        while len(rates) <= computing:
-            rates.append(self.share(len(rates)))
-        return rates[computing]
 
     def _set_due(self) -> None:
         """The next end, once a compute started or ended (the rate may have moved)."""
         jobs = self.jobs
-        k = len(jobs)
-        self.rate = rate = self._rates[k] if k < len(self._rates) else self._share(k)
+        self.rate = rate = self._rates[len(jobs)]
         if not jobs:
             self.due = math.inf
             return

@@ -128,7 +128,7 @@ def run_ops(
     ready = [(0.0, r) for r in range(n) if ops[r]]
     heapq.heapify(ready)
     push, pop = heapq.heappush, heapq.heappop
-    sharing = CoreSharing(model) if model.cores is not None and model.cores > 0 else None
+    sharing = CoreSharing(model, n) if model.cores is not None and model.cores > 0 else None
     slow = model.slow_factors(n) or [1.0] * n  # each rank's compute factor
     mailbox: dict[Any, deque[float]] = defaultdict(deque)  # channel -> arrival times
     link_free: dict[Any, float] = {}
@@ -264,19 +264,7 @@ def run_ops(
             if code == SEND:
                 arrive = post(rank, op, t)
                 end = arrive if op[5] is None else t + op[5]  # blocking, or its issue
-            elif code == WAIT:
-                end = t + op[1]
-            elif code == DRAIN:
-                if running[rank]:
-                    in_wait[rank] = t
-                    return
-                end = max(t, settled[rank])
-            elif code == UNTIL:
-                end = max(t, ends[rank][i - op[2]] + op[1])
-            elif code == COLLECTIVE:
-                collective(rank, op, t)
-                return
-            else:
+            elif code in (RECV, SENDRECV):  # checked early: the loop's most frequent op
                 if code == SENDRECV:
                     post(rank, op, t)
                     channel, reduce = op[5], op[6]
@@ -287,6 +275,18 @@ def run_ops(
                     waiting[channel] = (rank, t)
                     return
                 end = max(t, box.popleft()) + reduce * slow[rank]
+            elif code == WAIT:
+                end = t + op[1]
+            elif code == DRAIN:
+                if running[rank]:
+                    in_wait[rank] = t
+                    return
+                end = max(t, settled[rank])
+            elif code == UNTIL:
+                end = max(t, ends[rank][i - op[2]] + op[1])
+            else:  # COLLECTIVE
+                collective(rank, op, t)
+                return
             starts[rank][i] = t
             ends[rank][i] = end
             order.append(rank)

@@ -19,6 +19,8 @@ Imports: runtime's pure part and the lesson contract (the UI imports this).
 from __future__ import annotations
 
 import statistics
+from itertools import accumulate
+from operator import itemgetter, sub
 from typing import TYPE_CHECKING
 
 from runtime.costmodel import CostModel
@@ -33,6 +35,10 @@ from scenarios.pipeline.schedules import slot_actions
 
 if TYPE_CHECKING:
     from scenarios.pipeline.lesson import PipelineParams, SchedulePrediction
+
+# A slot's compiled ops, its compute's index among them, bytes and messages sent, and
+# whether its last op blocks.
+_Template = tuple[tuple[Op, ...], int, int, int, bool]
 
 # Compute slots drawn in all (each rank's first and last ones of each schedule).
 DRAWN = 6000
@@ -79,22 +85,24 @@ def lumped(params: PipelineParams, model: CostModel) -> Lumped:
             row.append(compiler.op(start[rank]))
             # (kind, chunk, after a blocking op) -> its ops, the compute's place among
             # them, bytes and sends
-            templates: dict[tuple[str, int, bool], tuple[tuple[Op, ...], int, int, int]] = {}
+            templates: dict[tuple[str, int, bool], _Template] = {}
+            compute, sent, messages = layout.compute, 0, 0
+            waited = row[-1][0] in BLOCKING  # the last op blocks: a compute after pays
             for kind, chunk, _ in layout.slots:
-                waited = row[-1][0] in BLOCKING  # what a compute right after pays
                 template = templates.get((kind, chunk, waited))
                 if template is None:
                     actions = slot_actions(schedule, shape, rank, (kind, chunk, 0), "", prefix)
                     ops = tuple(compiler.ops(actions, after_wait=waited))
                     at = next(i for i, op in enumerate(ops) if op[0] == COMPUTE)
                     sends = [a.bytes for a, op in zip(actions, ops, strict=True) if op[0] == SEND]
-                    template = templates[(kind, chunk, waited)] = (ops, at, sum(sends), len(sends))
-                ops, at, nbytes, count = template
-                layout.compute.append(len(row) + at)
-                layout.sent += nbytes
-                layout.messages += count
-                row.extend(ops)
-            layout.end = len(row)
+                    template = (ops, at, sum(sends), len(sends), ops[-1][0] in BLOCKING)
+                    templates[(kind, chunk, waited)] = template
+                ops, at, nbytes, count, waited = template
+                compute.append(len(row) + at)
+                sent += nbytes
+                messages += count
+                row += ops
+            layout.sent, layout.messages, layout.end = sent, messages, len(row)
             layouts[schedule].append(layout)
     run = run_ops(rows, compiler.groups, model)
     out = [Metric("parameters", "count", params.model.parameters)]
@@ -126,17 +134,17 @@ def _prediction(schedule: str, per_rank: list[_Layout], run: Run) -> SchedulePre
     last = max(ends[r][layout.end - 1] for r, layout in enumerate(per_rank))
     total = last - first
     busy = [
-        sum(ends[r][i] - starts[r][i] for i in layout.compute) for r, layout in enumerate(per_rank)
+        sum(map(sub, map(ends[r].__getitem__, at), map(starts[r].__getitem__, at)))
+        for r, at in enumerate(layout.compute for layout in per_rank)
     ]
     bubble = 1.0 - statistics.fmean(busy) / total if total > 0 else 0.0
-    release = "W" if schedule == "zb-h1" else "B"  # when a microbatch's activations go
-    peaks = []
-    for layout in per_rank:
-        held = peak = 0
-        for kind, _, _ in layout.slots:
-            held += 1 if kind == "F" else -1 if kind == release else 0
-            peak = max(peak, held)
-        peaks.append(peak)
+    # Activations held: one more after each F, one fewer once its microbatch's B (ZB-H1:
+    # its W) has run.
+    held = {"F": 1, "B": 0, "W": 0, "W" if schedule == "zb-h1" else "B": -1}
+    peaks = [
+        max(accumulate(map(held.__getitem__, map(itemgetter(0), layout.slots)), initial=0))
+        for layout in per_rank
+    ]
     sent = [layout.sent for layout in per_rank]
     return SchedulePrediction(total, bubble, peaks, sent, sum(x.messages for x in per_rank))
 

@@ -15,6 +15,7 @@ Pure: stdlib only.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Protocol
 
@@ -55,24 +56,26 @@ def order_1f1b(p: int, m: int, rank: int) -> list[Slot]:
     return order
 
 
-def _interleaved_unit(p: int, v: int, k: int, forward: bool) -> tuple[int, int]:
-    """(chunk, microbatch) of a rank's k-th forward (or backward), as Megatron counts them."""
-    in_group = k % (p * v)
-    chunk = in_group // p
-    if not forward:
-        chunk = v - 1 - chunk
-    microbatch = (k // (p * v)) * p + k % p
-    return chunk, microbatch
+@functools.lru_cache(maxsize=4)
+def _interleaved_units(p: int, m: int, v: int) -> tuple[list[Slot], list[Slot]]:
+    """Every rank's k-th forward and k-th backward slot, as Megatron counts them: the
+    same on every rank (only how many forwards run first differs), so built once."""
+    group = p * v
+    forward = [("F", k % group // p, k // group * p + k % p) for k in range(m * v)]
+    backward = [("B", v - 1 - chunk, mb) for _, chunk, mb in forward]
+    return forward, backward
 
 
 def order_interleaved(p: int, m: int, v: int, rank: int) -> list[Slot]:
     total = m * v
     warm = warmup_interleaved(p, m, v, rank)
-    order: list[Slot] = [("F", *_interleaved_unit(p, v, k, True)) for k in range(warm)]
-    for k in range(total - warm):
-        order.append(("F", *_interleaved_unit(p, v, warm + k, True)))
-        order.append(("B", *_interleaved_unit(p, v, k, False)))
-    order += [("B", *_interleaved_unit(p, v, k, False)) for k in range(total - warm, total)]
+    forward, backward = _interleaved_units(p, m, v)
+    order = forward[:warm]
+    # F then B, total − warm times; the backwards left run last
+    order += [
+        slot for pair in zip(forward[warm:], backward[: total - warm], strict=True) for slot in pair
+    ]
+    order += backward[total - warm :]
     return order
 
 
