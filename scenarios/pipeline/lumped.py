@@ -24,7 +24,7 @@ from operator import itemgetter, sub
 from typing import TYPE_CHECKING
 
 from runtime.costmodel import CostModel
-from runtime.eventloop import COMPUTE, SEND, Op, Run, run_ops
+from runtime.eventloop import COMPUTE, SEND, Op, Run, gc_paused, run_ops
 from runtime.program import Action, barriers
 from runtime.simulate import BLOCKING, Compiler, span_for
 from runtime.trace import Span, Timeline
@@ -66,6 +66,7 @@ class _Layout:
         self.messages = 0
 
 
+@gc_paused()
 def lumped(params: PipelineParams, model: CostModel) -> Lumped:
     """Every action simulated from each rank's order of work; a part of them drawn."""
     from scenarios.pipeline.lesson import schedule_metrics
