@@ -559,6 +559,36 @@ def test_a_rings_steps_do_not_pay_the_barriers_lags_twice() -> None:
     assert exit_lags(alone, simulate(alone, MODEL).by_action()) == {}
 
 
+def test_barrier_lags_keep_their_spread_when_the_members_leave_in_no_fixed_order() -> None:
+    """Four barriers of three ranks, the last to leave a different rank each time (and
+    rank 2 last twice): each rank's own mean lag is about the same, but a ring after the
+    barrier waits for that barrier's last member. The lags are the mean order statistics
+    (0, then the mean second, then the mean last), given in the order of the ranks' own
+    means: the spread a barrier had, and the same total."""
+    from runtime.costmodel import EXIT_LAG, series_key
+    from runtime.program import barriers
+    from runtime.refine import exit_lags
+    from runtime.trace import Span
+
+    group = (0, 1, 2)
+    orders = [(0, 1, 2), (1, 2, 0), (2, 0, 1), (0, 1, 2)]  # who leaves first, second, last
+    program = Program(3)
+    spans: dict[str, Span] = {}
+    for step, order in enumerate(orders):
+        start = barriers(f"it{step}.b", group, series="ring", step=step)
+        for rank in group:
+            action = start[rank]
+            program.add(action)
+            end = 10.0 * step + 1e-3 * order.index(rank)
+            spans[action.id] = Span(rank, "barrier", "b", end - 1e-3, end, action_id=action.id)
+    own = {r: sum(1e-3 * o.index(r) for o in orders) / len(orders) for r in group}
+    assert own == pytest.approx({0: 0.75e-3, 1: 1e-3, 2: 1.25e-3})  # about the same
+    lags = exit_lags(program, spans)
+    key = {r: series_key("ring", f"{EXIT_LAG}@r{r}") for r in group}
+    assert [lags[key[r]] for r in group] == pytest.approx([0.0, 1e-3, 2e-3])
+    assert sum(lags.values()) == pytest.approx(sum(own.values()))
+
+
 def test_refine_builtin_collectives_apart_from_ddp_buckets() -> None:
     """Torch's own blocking collectives get a scale of their own (builtin.<kind>); a
     non-blocking one (a DDP bucket) one of its own (async.<kind>); one whose work is
