@@ -278,9 +278,9 @@ def exit_lags(
     replayed both ways, the median signed error of its iteration went from -6.3% and
     -16.4% (20 runs, and 12 of a slower hour) to -0.8% and -12.1% with the lags (and
     the steps' scale leaving out the wait they make: refine_collectives); with the lags'
-    spread kept, on 96 runs (32 of them captured later), the median error went from 7.5%
-    to 7.6% on the first 64 (signed -5.9% to -4.5%) and from 8.5% to 6.5% on the last 32
-    (-8.2% to -5.2%), no capture set worse. Every lesson that
+    spread kept, on 96 runs (32 of them captured later), the median error went from 8.2%
+    to 7.2% (signed -7.2% to -4.7%), on the last 32 from 8.5% to 6.5%, and no capture
+    set came out worse. Every lesson that
     counts its dispatch gaps gets them: zero, failure-resume and mixed precision stayed
     within 0.1-7.9% after a run in three tables with them, inference's TPOT 3.6%. A barrier
     some member did not finish (a failed attempt) is left out."""
