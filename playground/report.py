@@ -132,5 +132,6 @@ def report_calibration(model: CostModel, as_json: bool) -> None:
                 op=format_seconds(rates.op_seconds()),
                 wake=format_seconds(model.compute.get(WAKE, 0.0)),
                 disk=f"{rates.disk_bytes_per_s / 1e6:.0f}",
+                ckpt=format_seconds(rates.checkpoint_s),
             )
         )

@@ -111,6 +111,7 @@ class RatesDoc(Struct, frozen=True):
     backward_overhead_s: Annotated[float, Meta(ge=0, le=1e3)]
     adam_s_per_element: Annotated[float, Meta(gt=0, le=1)]
     disk_bytes_per_s: Rate = 5e8
+    checkpoint_s: Annotated[float, Meta(ge=0, le=1e3)] = 5e-3
     adam_s_per_tensor: Annotated[float, Meta(ge=0, le=1e3)] = 0.0
     sharded_forward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
     sharded_backward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4

@@ -34,7 +34,7 @@ from runtime.costmodel import WAKE, CostModel
 from runtime.files import write_text_atomic
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
-METHOD_VERSION = 22
+METHOD_VERSION = 23
 # What the ranks of a calibration run (runtime.calibration_rank).
 RANK_ENTRY = "runtime.calibration_rank:run_rank"
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
@@ -47,6 +47,9 @@ BLOCK_ROUNDS = 3  # per shape, after a warm-up round: the median of every forwar
 LIVE_GRAPHS = 4  # forwards whose activations are alive at once, then their backwards
 SPLIT_SHAPE = (64, 2048, 64)  # the block also timed with a split backward: the pipeline's
 DISK_BYTES = 4 * 2**20
+# Checkpoints timed of each size, by turns (runtime.calibration_disk): next to no bytes,
+# and this many in its model and optimizer files (the lesson's default holds 328 KiB).
+CHECKPOINT_REPS, CHECKPOINT_BYTES = 7, 2**20
 # Adam's cost per tensor, from this many tensors of this many elements beside one large
 # tensor (runtime.calibration_compute.adam): a MiniGPT block's LayerNorm and bias sizes.
 ADAM_TENSORS, ADAM_SMALL, ADAM_LARGE = 32, 64, 2**18
@@ -219,6 +222,8 @@ def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
     f_overhead, f_rate, f_element = fit_block(forward)
     b_overhead, b_rate, b_element = fit_block(backward)
     disk = [r["disk_bytes_per_s"] for r in rank_results if r.get("disk_bytes_per_s")]
+    checkpoint = [r["checkpoint_s"] for r in rank_results if r.get("checkpoint_s")]
+    fixed, bandwidth = checkpoint_costs(checkpoint[0] if checkpoint else None, disk)
     sharded = sharded_overheads([r["sharded"] for r in rank_results if r.get("sharded")])
     parallel = parallel_overheads(
         [r["parallelized"] for r in rank_results if r.get("parallelized")]
@@ -234,7 +239,8 @@ def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
             statistics.median(r["adam"][0] for r in rank_results),
             statistics.median(r["adam"][1] for r in rank_results),
         ),
-        disk_bytes_per_s=disk[0] if disk else 5e8,
+        **({"checkpoint_s": fixed} if fixed is not None else {}),
+        disk_bytes_per_s=bandwidth,
         op_s=statistics.median(r["op_s"] for r in rank_results),
         **sharded,
         **parallel,
@@ -243,8 +249,22 @@ def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
             [r["low_precision"] for r in rank_results if r.get("low_precision")]
         ),
         source="MiniGPT blocks (and one's split backward, one in fp16 and bf16), eager operators, "
-        "Adam, FSDP2, tensor parallelism and an fsync'ed write timed on this machine, every rank busy at once (CPU seconds)",
+        "Adam, FSDP2, tensor parallelism, an fsync'ed write and a checkpoint timed on this machine, every rank busy at once (CPU seconds)",
     )
+
+
+def checkpoint_costs(
+    checkpoint: list[float] | None, disk: list[float]
+) -> tuple[float | None, float]:
+    """A checkpoint's fixed cost and the bandwidth its bytes see, from rank 0's
+    [seconds of next to no bytes, of CHECKPOINT_BYTES more] (runtime.calibration_disk):
+    the first, and the bytes over the difference; the large write's bandwidth (`disk`)
+    where the difference is not positive (noise), 5e8 without either."""
+    fallback = disk[0] if disk else 5e8
+    if not checkpoint:
+        return None, fallback
+    small, large = checkpoint
+    return small, CHECKPOINT_BYTES / (large - small) if large > small else fallback
 
 
 def low_precision_slowdowns(rows: list[list[float]]) -> dict[str, float]:

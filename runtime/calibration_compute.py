@@ -5,8 +5,8 @@ runtime.calibration fits the numbers into runtime.compute's ComputeRates and the
 cost model's WAKE. A MiniGPT block's forward and backward at the shapes the
 lessons use (and in fp16 and bf16), one eager operator, a compute right after a
 wait, an Adam step (per element and per tensor), FSDP2's and tensor parallelism's
-overheads, and (rank 0) a checkpoint-sized fsync'ed write: CPU seconds, with every
-rank busy at once.
+overheads: CPU seconds, with every rank busy at once (the disk's half:
+runtime.calibration_disk).
 
 Engine part: imports torch, only inside rank processes.
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import statistics
-import tempfile
 import time
 from typing import Any
 
@@ -29,7 +28,6 @@ from runtime.calibration import (
     ADAM_TENSORS,
     BLOCK_ROUNDS,
     BLOCK_SHAPES,
-    DISK_BYTES,
     LIVE_GRAPHS,
     LOW_PRECISION_SHAPE,
     OP_REPS,
@@ -41,7 +39,6 @@ from runtime.calibration import (
 )
 from runtime.compute import BLOCK_FORWARD_OPS
 from runtime.models import Block, GPTConfig, MiniGPT, batch
-from runtime.rundirs import runs_root
 from runtime.split_backward import input_gradients, recording_linears, weight_gradients
 
 
@@ -307,20 +304,3 @@ def adam_seconds(sizes: list[int]) -> float:
     for p in params:
         p.grad = torch.randn_like(p)
     return cpu_seconds(torch.optim.Adam(params, lr=1e-3).step, reps=REPS)
-
-
-def disk() -> float:
-    """Bytes per second of a checkpoint-like write: write, fsync, close, rename."""
-    data = os.urandom(DISK_BYTES)
-    with tempfile.TemporaryDirectory(dir=runs_root()) as folder:
-        samples = []
-        for n in range(3):
-            path = os.path.join(folder, f"probe{n}")
-            start = time.perf_counter()
-            with open(path, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(path, path + ".done")
-            samples.append(time.perf_counter() - start)
-    return DISK_BYTES / statistics.median(samples)

@@ -1,7 +1,8 @@
 """Rank side of calibration: time ring steps and a reduction, all ranks at once.
 
 The `calibrate` job of runtime.worker; runtime.calibration fits the numbers.
-Then the compute half (runtime.calibration_compute: what a rank's compute costs).
+Then the compute half (runtime.calibration_compute: what a rank's compute costs) and
+the disk's (runtime.calibration_disk: what a checkpoint costs).
 The ring steps are the very Actions and executor the hand-made ring uses
 (runtime.collectives + runtime.comm, receives pre-posted, the first one before
 the barrier that starts each repetition), run as two all-gathers (the steps of
@@ -21,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from runtime import calibration_compute as timing
+from runtime import calibration_disk as disk
 from runtime import collectives
 from runtime.calibration import (
     PARALLEL_SHAPE,
@@ -81,7 +83,8 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
         "adam": timing.adam(),
         "op_s": timing.op_seconds(),
         "wake": timing.wake(n),
-        "disk_bytes_per_s": timing.disk() if rank == 0 else None,
+        "disk_bytes_per_s": disk.disk() if rank == 0 else None,
+        "checkpoint_s": disk.checkpoint_seconds(rank),
         "sharded": timing.sharded(rank),
         # An MLP splits evenly only over a world size that divides its 4h columns.
         "parallelized": timing.parallelized() if n > 1 and 4 * PARALLEL_SHAPE[0] % n == 0 else None,

@@ -40,7 +40,11 @@ class ComputeRates:
     forward_overhead_s: float  # per block forward: operator launches, eager overhead
     backward_overhead_s: float
     adam_s_per_element: float  # one Adam update of one fp32 parameter
-    disk_bytes_per_s: float = 5e8  # writing a checkpoint, fsync included
+    disk_bytes_per_s: float = 5e8  # a checkpoint's bytes, written and fsync'ed file by file
+    # A checkpoint's fixed cost, its bytes apart: every rank's files fsync'ed and
+    # renamed, two barriers and rank 0's commit (runtime.checkpoint), every rank writing
+    # at once (calibrated: runtime.calibration_disk; else a guess).
+    checkpoint_s: float = 5e-3
     # ... and per parameter tensor: torch's Adam on a CPU loops over its tensors, a dozen
     # operators each; a MiniGPT's 29 small tensors cost it more than their elements.
     adam_s_per_tensor: float = 0.0
@@ -136,6 +140,11 @@ class ComputeRates:
 
     def write_seconds(self, nbytes: float) -> float:
         return nbytes / self.disk_bytes_per_s
+
+    def checkpoint_seconds(self, nbytes: float) -> float:
+        """A checkpoint of `nbytes` in all: its fixed cost, then its bytes at the disk's
+        bandwidth."""
+        return self.checkpoint_s + self.write_seconds(nbytes)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -191,3 +191,19 @@ def test_low_precision_slowdowns_are_the_median_ratio_to_fp32_over_ranks():
     slowdowns = calibration.low_precision_slowdowns(rows)
     assert slowdowns == {"fp16_slowdown": pytest.approx(6.0), "bf16_slowdown": pytest.approx(5.0)}
     assert calibration.low_precision_slowdowns([]) == {}  # the lesson's own guess stands
+
+
+def test_checkpoint_costs_are_the_small_ones_time_and_the_bytes_over_the_difference():
+    # Rank 0's [seconds of next to no bytes, of CHECKPOINT_BYTES more].
+    fixed, bandwidth = calibration.checkpoint_costs([0.010, 0.015], [4e8])
+    assert fixed == 0.010
+    assert bandwidth == pytest.approx(calibration.CHECKPOINT_BYTES / 0.005)
+    # Noise left no difference: the large write's bandwidth stands in for it.
+    assert calibration.checkpoint_costs([0.010, 0.009], [4e8]) == (0.010, 4e8)
+    assert calibration.checkpoint_costs(None, []) == (None, 5e8)  # nothing timed
+
+
+def test_a_checkpoint_costs_its_fixed_part_then_its_bytes():
+    rates = compute.ComputeRates(1, 1, 0, 0, 0, disk_bytes_per_s=1e8, checkpoint_s=0.01)
+    assert rates.checkpoint_seconds(2e6) == pytest.approx(0.01 + 0.02)
+    assert compute.ComputeRates(1, 1, 0, 0, 0).checkpoint_s == 5e-3  # uncalibrated: a guess

@@ -351,10 +351,20 @@ def test_calibrate_three_ranks_times_each_collective_between_computes(tmp_path) 
     """Three ranks (the busy buffer does not split in three: torch's all-gather gets
     equal parts of it) scale the hand-made ring's kinds, torch's all-reduce and torch's
     all-gather, each from its own timing."""
+    runs = tmp_path / "runs"
     out = playground(
-        "calibrate", "--ranks", "3", "--json", env={"PLAYGROUND_CACHE_DIR": str(tmp_path)}
+        "calibrate",
+        "--ranks",
+        "3",
+        "--json",
+        env={"PLAYGROUND_CACHE_DIR": str(tmp_path), "PLAYGROUND_RUNS_DIR": str(runs)},
     )
     assert out.returncode == 0, out.stderr
+    # A checkpoint timed as lesson 3 writes one, every rank at once: its fixed cost and
+    # the bandwidth its bytes see; the folders it wrote are gone.
+    rates = json.loads(out.stdout)["rates"]
+    assert 0 < rates["checkpoint_s"] < 1 and rates["disk_bytes_per_s"] > 0
+    assert not list(runs.glob("calibrate-checkpoint-*"))
     scales = json.loads(out.stdout)["collective_scale"]
     kinds = ("all_reduce", "reduce_scatter", "all_gather")
     assert set(scales) == {*kinds, *(f"builtin.{kind}" for kind in kinds)}

@@ -459,3 +459,18 @@ def test_a_step_lasts_from_one_steps_last_rank_out_to_the_next():
     ends = (0.010, 0.020, 0.030, 0.070)
     slow = [Span(0, "compute", "", end - 0.005, end, step=k) for k, end in enumerate(ends)]
     assert step_period(Timeline(slow)) == pytest.approx(0.020)
+
+
+def test_a_checkpoint_before_a_run_costs_the_calibrated_protocol_and_its_bytes() -> None:
+    """Before a run, a checkpoint costs what calibrate timed of one written as this lesson
+    writes one (runtime.calibration_disk): its fixed part, then its bytes."""
+    from dataclasses import replace
+
+    from runtime.compute import TYPICAL_CPU
+    from runtime.profiles import PROFILES
+    from scenarios.failure_resume.lesson import LESSON, estimate
+
+    params = LESSON.parse({}, "run")
+    rates = replace(TYPICAL_CPU, checkpoint_s=0.012, disk_bytes_per_s=2e8)
+    model = estimate(params, replace(PROFILES["cpu-default"], rates=rates, compute={}))
+    assert model.compute["ckpt"] == pytest.approx(0.012 + params.checkpoint_bytes / 2e8)

@@ -52,8 +52,6 @@ from scenarios.params import Mode, ParamError, Params, choice, duration, integer
 from scenarios.shape import FP32, GPTShape
 from scenarios.texts import load_texts
 
-# Before a run has measured it: a checkpoint's fixed cost (directories, manifest, renames).
-CHECKPOINT_FIXED_S = 0.005
 MAX_RUN_PARAMETERS = 1_000_000
 POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64)
 
@@ -200,8 +198,9 @@ def _step(
 def estimate(params: ResumeParams, model: CostModel) -> CostModel:
     """Before a run has measured them, from the compute rates (runtime.compute: calibrated
     on this machine, or a datasheet's): one leaf's forward and backward through the whole
-    model, Adam over the parameters, and a checkpoint's fsync'ed write (costs the model
-    already has are kept)."""
+    model, Adam over the parameters, and a checkpoint: its protocol's fixed cost (every
+    rank's fsync'ed files, the commit, two barriers) and its bytes at the disk's
+    bandwidth (costs the model already has are kept)."""
     rates = model.rates or TYPICAL_CPU
     shape = params.model
     tokens = params.batch // params.microbatches * shape.seq
@@ -209,7 +208,7 @@ def estimate(params: ResumeParams, model: CostModel) -> CostModel:
     estimated = {
         "fb": forward + backward,  # per leaf
         "opt": rates.adam_seconds(params.parameters),
-        "ckpt": CHECKPOINT_FIXED_S + rates.write_seconds(params.checkpoint_bytes),
+        "ckpt": rates.checkpoint_seconds(params.checkpoint_bytes),
     }
     return replace(model, compute={**estimated, **model.compute})
 
