@@ -49,7 +49,7 @@ SPLIT_SHAPE = (64, 2048, 64)  # the block also timed with a split backward: the 
 DISK_BYTES = 4 * 2**20
 # Checkpoints timed of each size, by turns (runtime.calibration_disk): next to no bytes,
 # and this many in its model and optimizer files (the lesson's default holds 328 KiB).
-CHECKPOINT_REPS, CHECKPOINT_BYTES = 7, 2**20
+CHECKPOINT_REPS, CHECKPOINT_BYTES = 11, 2**20
 # Adam's cost per tensor, from this many tensors of this many elements beside one large
 # tensor (runtime.calibration_compute.adam): a MiniGPT block's LayerNorm and bias sizes.
 ADAM_TENSORS, ADAM_SMALL, ADAM_LARGE = 32, 64, 2**18

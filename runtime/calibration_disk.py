@@ -8,7 +8,7 @@ lesson 3 writes one, every rank at once: rank 0's model, optimizer and metadata
 files and each rank's own, each written to a temporary file, fsync'ed and renamed;
 a barrier; rank 0's commit (the manifest with each file's SHA-256, the directory's
 fsync, its atomic rename, the parent's fsync); a barrier. One of next to no bytes
-gives the fixed cost (10-18 ms on 4 ranks here, where a guess of 5 ms stood in
+gives the fixed cost (8-24 ms on 4 ranks here, where a guess of 5 ms stood in
 before); one of CHECKPOINT_BYTES more, the bandwidth its bytes see. One large
 fsync'ed write (rank 0 alone) is the bandwidth's fallback.
 
