@@ -34,7 +34,7 @@ from runtime.costmodel import WAKE, CostModel
 from runtime.files import write_text_atomic
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
-METHOD_VERSION = 23
+METHOD_VERSION = 24
 # What the ranks of a calibration run (runtime.calibration_rank).
 RANK_ENTRY = "runtime.calibration_rank:run_rank"
 SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
@@ -53,6 +53,7 @@ CHECKPOINT_REPS, CHECKPOINT_BYTES = 11, 2**20
 # Adam's cost per tensor, from this many tensors of this many elements beside one large
 # tensor (runtime.calibration_compute.adam): a MiniGPT block's LayerNorm and bias sizes.
 ADAM_TENSORS, ADAM_SMALL, ADAM_LARGE = 32, 64, 2**18
+ADAM_REPS = 31  # Adam steps of each kind timed, by turns
 OP_REPS = 101  # one-token block forwards timed for an operator's cost: 0.1-0.2 ms each
 WAKE_REPS = 30  # block forwards timed right after a wait and back to back, by turns
 # The MiniGPT timed under torch's FSDP2 and plain, for FSDP2's per-tensor overheads:

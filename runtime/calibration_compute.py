@@ -24,6 +24,7 @@ import torch.distributed as dist
 
 from runtime.calibration import (
     ADAM_LARGE,
+    ADAM_REPS,
     ADAM_SMALL,
     ADAM_TENSORS,
     BLOCK_ROUNDS,
@@ -295,12 +296,25 @@ def op_seconds() -> float:
 def adam() -> list[float]:
     """CPU seconds of one Adam step (torch's default on a CPU: a loop over the tensors)
     over one large tensor, then over many small ones: runtime.calibration.fit_adam
-    splits them into a cost per element and one per tensor."""
-    return [adam_seconds([ADAM_LARGE]), adam_seconds([ADAM_SMALL] * ADAM_TENSORS)]
+    splits them into a cost per element and one per tensor. The two take turns, every
+    rank at once, ADAM_REPS each: timed one after the other, 9 each, four calibrations in
+    a row read 3.2-6.6 ns per element and 58-100 µs per tensor, and zero's prediction
+    moved 11% with them."""
+    steps = [_adam_step([ADAM_LARGE]), _adam_step([ADAM_SMALL] * ADAM_TENSORS)]
+    samples: list[list[float]] = [[], []]
+    dist.barrier()
+    for rep in range(ADAM_REPS + 1):  # the first round warms up
+        for step, times in zip(steps, samples, strict=True):
+            start = time.process_time()
+            step()
+            if rep:
+                times.append(time.process_time() - start)
+    return [statistics.median(times) for times in samples]
 
 
-def adam_seconds(sizes: list[int]) -> float:
+def _adam_step(sizes: list[int]) -> Any:
+    """An Adam step over tensors of these sizes, their gradients set."""
     params = [torch.nn.Parameter(torch.randn(n)) for n in sizes]
     for p in params:
         p.grad = torch.randn_like(p)
-    return cpu_seconds(torch.optim.Adam(params, lr=1e-3).step, reps=REPS)
+    return torch.optim.Adam(params, lr=1e-3).step
