@@ -45,13 +45,20 @@ from runtime.split_backward import input_gradients, recording_linears, weight_gr
 
 def cpu_seconds(fn: Any, reps: int = 5) -> float:
     """Median CPU seconds of `fn` (after one warm-up): what one core spends on it."""
-    fn()
-    samples = []
-    for _ in range(reps):
-        start = time.process_time()
-        fn()
-        samples.append(time.process_time() - start)
-    return statistics.median(samples)
+    return cpu_seconds_by_turns([fn], reps)[0]
+
+
+def cpu_seconds_by_turns(fns: list[Any], reps: int) -> list[float]:
+    """Median CPU seconds of each of `fns`, called by turns `reps` rounds after one
+    warm-up round: the machine's pace, which moves by the second, weighs on each alike."""
+    samples: list[list[float]] = [[] for _ in fns]
+    for rep in range(reps + 1):
+        for fn, times in zip(fns, samples, strict=True):
+            start = time.process_time()
+            fn()
+            if rep:
+                times.append(time.process_time() - start)
+    return [statistics.median(times) for times in samples]
 
 
 def blocks() -> list[list[float]]:
@@ -301,15 +308,8 @@ def adam() -> list[float]:
     a row read 3.2-6.6 ns per element and 58-100 µs per tensor, and zero's prediction
     moved 11% with them."""
     steps = [_adam_step([ADAM_LARGE]), _adam_step([ADAM_SMALL] * ADAM_TENSORS)]
-    samples: list[list[float]] = [[], []]
     dist.barrier()
-    for rep in range(ADAM_REPS + 1):  # the first round warms up
-        for step, times in zip(steps, samples, strict=True):
-            start = time.process_time()
-            step()
-            if rep:
-                times.append(time.process_time() - start)
-    return [statistics.median(times) for times in samples]
+    return cpu_seconds_by_turns(steps, ADAM_REPS)
 
 
 def _adam_step(sizes: list[int]) -> Any:
