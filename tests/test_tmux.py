@@ -12,71 +12,22 @@ where tmux is missing.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+from tmux_driver import HAS_TMUX, Tmux, playground_command
 
 pytestmark = [
     pytest.mark.ranks,
-    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+    pytest.mark.skipif(not HAS_TMUX, reason="tmux is not installed"),
 ]
 
 
-class Tmux:
-    def __init__(self, command: str, env: dict[str, str], width: int = 140, height: int = 40):
-        self.name = f"playground-test-{uuid.uuid4().hex[:8]}"
-        exports = " ".join(f"{k}={v}" for k, v in env.items())
-        subprocess.run(
-            ["tmux", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
-             f"env {exports} {command}"],
-            check=True,
-        )  # fmt: skip
-        # Another tmux server's default sizing (e.g. 80x24) must not apply to this window.
-        for option in (
-            ["set-option", "-t", self.name, "window-size", "manual"],
-            ["resize-window", "-t", self.name, "-x", str(width), "-y", str(height)],
-        ):
-            subprocess.run(["tmux", *option], capture_output=True)  # fmt: skip
-
-    def keys(self, *keys: str) -> None:
-        for key in keys:
-            subprocess.run(["tmux", "send-keys", "-t", self.name, key], check=True)
-            time.sleep(0.15)
-
-    def screen(self) -> str:
-        result = subprocess.run(
-            ["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True
-        )
-        return result.stdout
-
-    def wait_for(self, text: str, timeout: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if text in screen:
-                return screen
-            time.sleep(0.2)
-        raise AssertionError(f"{text!r} never appeared; screen:\n{self.screen()}")
-
-    def alive(self) -> bool:
-        return (
-            subprocess.run(["tmux", "has-session", "-t", self.name], capture_output=True).returncode
-            == 0
-        )
-
-    def kill(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
-
-
 def test_learner_path_through_lesson_one(tmp_path: Path) -> None:
-    playground = Path(sys.executable).with_name("playground")
-    command = str(playground) if playground.exists() else f"{sys.executable} -m playground.cli"
+    command = playground_command()
     env = {
         "PLAYGROUND_LANG": "en",
         "PLAYGROUND_EXPORT_DIR": str(tmp_path),
@@ -127,9 +78,9 @@ def test_learner_path_through_lesson_one(tmp_path: Path) -> None:
         tmux.wait_for("Lesson 0")
         tmux.keys("q")
         deadline = time.monotonic() + 10
-        while tmux.alive() and time.monotonic() < deadline:
+        while tmux.running() and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not tmux.alive(), "q did not quit"
+        assert not tmux.running(), "q did not quit"
     finally:
         tmux.kill()
 
@@ -140,8 +91,7 @@ def test_a_signal_ends_the_app_and_its_warm_ranks(tmp_path: Path, sig: str) -> N
     and no rank of its pool is left (their environment carries the marker)."""
     from test_cli import processes_with
 
-    playground = Path(sys.executable).with_name("playground")
-    command = str(playground) if playground.exists() else f"{sys.executable} -m playground.cli"
+    command = playground_command()
     marker = f"PLAYGROUND_TEST_MARKER_{uuid.uuid4().hex}"
     env = {
         "PLAYGROUND_LANG": "en",
@@ -159,12 +109,7 @@ def test_a_signal_ends_the_app_and_its_warm_ranks(tmp_path: Path, sig: str) -> N
         tmux.keys("r")
         tmux.wait_for("Done: warm ranks", timeout=60)
         assert len(processes_with(marker)) >= 4 + 1  # the app and its 4 warm ranks
-        app = subprocess.run(
-            ["tmux", "list-panes", "-t", tmux.name, "-F", "#{pane_pid}"],
-            capture_output=True,
-            text=True,
-        ).stdout.split()[0]
-        os.kill(int(app), getattr(signal, f"SIG{sig}"))
+        os.kill(tmux.pid(), getattr(signal, f"SIG{sig}"))
         deadline = time.monotonic() + 10
         while processes_with(marker) and time.monotonic() < deadline:
             time.sleep(0.2)

@@ -243,6 +243,7 @@ def ddp_scaling(params: WhyParams) -> Curve:
         marks={"fastest": best},
         y_unit="ratio",
         log_x=True,
+        x_unit="count",
         es={
             f"DDP speed-up on {params.gpu}": f"Aceleración de DDP en {params.gpu}",
             "GPUs": "GPU",
@@ -270,6 +271,7 @@ def time_vs_cost(params: WhyParams) -> Curve | None:
         marks={f"recommended: {plans.recommended.name}": plans.recommended.train_days},
         y_unit="number",
         log_x=True,
+        x_unit="number",  # days, not seconds
         es={
             f"Plans on {params.gpu}: cost against training time": f"Planes en {params.gpu}: "
             "coste frente a tiempo de entrenamiento",
