@@ -34,8 +34,9 @@ import sys
 import time
 from datetime import date
 
-from playground.i18n import default_language
+from playground.i18n import catalog, default_language, t
 from playground.session import UsageError
+from playground.usage import os_reason, param_error_text
 from runtime.units import parse_duration
 from scenarios.why_distribute import ledger
 from scenarios.why_distribute.budget import CEILING_USD, Estimate, EstimateError, Verdict, sentence
@@ -91,7 +92,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
         return 0 if verdict.accepted else REFUSED
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not command:
-        raise UsageError("guard needs a command after --: budget guard --budget 3 -- CMD …", "cmd")
+        raise UsageError.said("budget.guard_needs_cmd", "cmd")
     what = shlex.join(command)
     if not verdict.accepted:
         ledger.append(what, estimate.cost, 0.0, "refused")
@@ -104,23 +105,25 @@ def _estimate(args: argparse.Namespace) -> Estimate:
     if args.from_plan:
         gpu, count, hours = _from_plan(args.from_plan, gpu)
     if gpu is None or count is None or hours is None:
-        raise UsageError("give --gpu, --count and --hours (or --from-plan K=V,…)", "gpu")
+        raise UsageError.said("budget.give_gpu", "gpu")
     try:
         spec = gpu_named(gpu)
     except KeyError:
-        raise UsageError(f"--gpu {gpu}: unknown GPU; allowed: {', '.join(GPUS)}", "gpu") from None
+        raise UsageError.said("budget.unknown_gpu", "gpu", gpu=gpu, names=", ".join(GPUS)) from None
     table = price_table()
     price = args.price
     if price is None:
         if table.stale(date.today()) and not args.allow_stale:
+            today = date.today()
+            dated = dict(date=table.as_of.isoformat(), days=table.age_days(today))
             raise UsageError(
-                f"the price table is stale ({table.said(date.today())}): give --price "
-                "(your own quote) or --allow-stale",
+                t("budget.stale", "en", source=table.source, **dated),
                 "price",
+                es=t("budget.stale", "es", source=table.source_es or table.source, **dated),
             )
         price = table.price(gpu, args.spot)
         if price is None:
-            raise UsageError(f"--gpu {gpu}: not in the price table; give --price", "price")
+            raise UsageError.said("budget.not_priced", "price", gpu=gpu)
     try:
         return Estimate(
             spec.label,
@@ -132,7 +135,19 @@ def _estimate(args: argparse.Namespace) -> Estimate:
             args.margin,
         )
     except EstimateError as exc:
-        raise UsageError(f"--{exc.field}: {exc}", exc.field) from None
+        raise _estimate_error(exc) from None
+
+
+def _estimate_error(exc: EstimateError) -> UsageError:
+    """`--count: count=0: must be at least 1`, the rule said in both languages (the
+    catalog's `budget.rule_<field>`, the English one as the estimate says it)."""
+    said, _, rule = str(exc).partition(": ")
+    rule_es = catalog("es").get(f"budget.rule_{exc.field}", rule)
+    return UsageError(
+        f"--{exc.field}: {exc}",
+        exc.field,
+        es=t("budget.bad_estimate", "es", field=exc.field, said=said, rule=rule_es),
+    )
 
 
 def _hours(text: str | float, name: str) -> float:
@@ -146,7 +161,7 @@ def _hours(text: str | float, name: str) -> float:
     try:
         return parse_duration(text) / 3600
     except ValueError:
-        raise UsageError(f"--{name} {text}: a number of hours, or 90min, 0.25h", name) from None
+        raise UsageError.said("budget.hours", name, name=name, text=text) from None
 
 
 def _from_plan(pairs: str, gpu: str | None) -> tuple[str, int, float]:
@@ -156,16 +171,20 @@ def _from_plan(pairs: str, gpu: str | None) -> tuple[str, int, float]:
     from scenarios.registry import get_lesson
     from scenarios.why_distribute import report
 
-    raw = parse_param_args([p for p in pairs.split(",") if p])
-    if gpu is not None:
-        raw.setdefault("gpu", gpu)
     try:
+        raw = parse_param_args([p for p in pairs.split(",") if p])
+        if gpu is not None:
+            raw.setdefault("gpu", gpu)
         params = get_lesson("why-distribute").parse(raw, "predict")
     except ParamError as exc:
-        raise UsageError(f"--from-plan: {exc}", "from_plan") from None
+        raise UsageError(
+            t("budget.from_plan", "en", error=exc),
+            "from_plan",
+            es=t("budget.from_plan", "es", error=param_error_text(exc, "es")),
+        ) from None
     best = report.planning(params).recommended
     if best is None:
-        raise UsageError("--from-plan: no layout fits those GPUs", "from_plan")
+        raise UsageError.said("budget.no_layout", "from_plan")
     return params.gpu, best.gpus, best.train_s / 3600
 
 
@@ -183,7 +202,11 @@ def _guard(command: list[str], what: str, estimate: Estimate, budget: float, lan
         child = subprocess.Popen(command, start_new_session=True)
     except OSError as exc:
         ledger.append(what, estimate.cost, 0.0, "failed")
-        raise UsageError(f"cannot start {command[0]}: {exc.strerror}", "cmd") from None
+        raise UsageError(
+            t("budget.cannot_start", "en", cmd=command[0], reason=exc.strerror),
+            "cmd",
+            es=t("budget.cannot_start", "es", cmd=command[0], reason=os_reason(exc, "es")),
+        ) from None
     killed = False
     while child.poll() is None:
         if cost() >= budget:

@@ -10,8 +10,9 @@
     playground show SCENARIO [-p k=v]... [--ranks N] [--json]
     playground calibrate [--ranks N] [--backend ...] [--json]
 
-Exit status: 0 success; 2 bad input (one line on stderr saying what is wrong
-and what is allowed, never a traceback); 1 a failed run (which rank, why);
+`--json` prints one indented document (with `--compact`, on one line). Exit status: 0
+success; 2 bad input (one line on stderr, in the learner's language, saying what is
+wrong and what is allowed, never a traceback); 1 a failed run (which rank, why);
 130 interrupted. Output piped into a reader that stops early (`| head -1`)
 ends quietly.
 
@@ -23,7 +24,6 @@ that need them.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import NoReturn
@@ -31,9 +31,9 @@ from typing import NoReturn
 from playground.budget import add_parser as add_budget_parser
 from playground.budget import cmd_budget
 from playground.formatting import plain
-from playground.i18n import t
-from playground.report import check_outputs, report, report_calibration
-from playground.session import UsageError
+from playground.i18n import default_language, t
+from playground.report import check_outputs, dumps, report, report_calibration
+from playground.usage import UsageError, argparse_text, param_usage_error
 from playground.worker_figures import check_settings
 
 SHOW_MAX_RANKS = 256
@@ -41,7 +41,9 @@ SHOW_MAX_RANKS = 256
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, status 2: no usage dump
-        print(f"playground: error: {plain(message)} (see playground --help)", file=sys.stderr)
+        language = default_language()
+        said = t("cli.see_help", language, error=plain(argparse_text(message, language)))
+        print(f"playground: {t('cli.error', language)}: {said}", file=sys.stderr)
         raise SystemExit(2)
 
 
@@ -63,10 +65,17 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _output_args(p: argparse.ArgumentParser) -> None:
+def _json_args(p: argparse.ArgumentParser, help: str) -> None:
+    p.add_argument("--json", action="store_true", help=help)
     p.add_argument(
-        "--json", action="store_true", help="print one JSON document instead of a summary"
+        "--compact",
+        action="store_true",
+        help="with --json: the document on one line (default: indented, for head and less)",
     )
+
+
+def _output_args(p: argparse.ArgumentParser) -> None:
+    _json_args(p, "print one JSON document (indented) instead of a summary")
     p.add_argument(
         "--export", metavar="FILE.html", help="write a self-contained offline Plotly timeline"
     )
@@ -80,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
 
     p = sub.add_parser("list", help="list the lessons and their scenarios")
-    p.add_argument("--json", action="store_true")
+    _json_args(p, "the lessons as one JSON document")
 
     p = sub.add_parser(
         "predict", help="simulate a scenario with the cost model (no torch, no ranks)"
@@ -140,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the Program: each rank's actions in order (F0 F1 B0 …, sends, collectives)",
     )
     _scenario_args(p)
-    p.add_argument("--json", action="store_true", help="every action of every rank as JSON")
+    _json_args(p, "every action of every rank as JSON")
 
     p = sub.add_parser(
         "calibrate", help="measure alpha, beta, gamma on this machine and cache them"
@@ -149,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--ranks", type=int, default=4, metavar="N", help="world size to calibrate (default 4)"
     )
     p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
-    p.add_argument("--json", action="store_true")
+    _json_args(p, "what was measured as one JSON document")
     add_budget_parser(sub)  # lesson 0's budget guard: playground.budget
     return parser
 
@@ -157,19 +166,22 @@ def build_parser() -> argparse.ArgumentParser:
 def _raw_params(args: argparse.Namespace) -> dict[str, str]:
     """The -p pairs, with --ranks N as the lesson's ranks field (refused if both disagree)."""
     from scenarios.base import parse_param_args
-    from scenarios.params import ParamError
+    from scenarios.params import ParamError, shown
     from scenarios.registry import LESSONS
 
+    for pair in args.param:  # what parse_param_args refuses, said in the learner's language
+        key, eq, _ = pair.partition("=")
+        if not eq or not key.strip():
+            raise UsageError.said("cli.malformed_param", pair=shown(pair))
     try:
         raw = parse_param_args(args.param)
     except ParamError as exc:
-        raise UsageError(str(exc)) from None
+        raise param_usage_error(exc) from None
     if args.ranks is not None and args.scenario in LESSONS:
         name = LESSONS[args.scenario].params.ranks_field
         if name in raw and raw[name] != str(args.ranks):
-            raise UsageError(
-                f"--ranks {args.ranks} and -p {name}={plain(raw[name])} disagree: give one of them",
-                name,
+            raise UsageError.said(
+                "cli.ranks_disagree", name, ranks=args.ranks, name=name, value=plain(raw[name])
             )
         raw[name] = str(args.ranks)
     return raw
@@ -177,27 +189,22 @@ def _raw_params(args: argparse.Namespace) -> dict[str, str]:
 
 # -- commands -------------------------------------------------------------------
 def cmd_list(args: argparse.Namespace) -> int:
-    from playground.i18n import default_language
     from scenarios.registry import lessons
 
     lang = default_language()
     infos = lessons()
     if args.json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "lesson": i.lesson,
-                        "scenario": i.scenario,
-                        "available": i.available,
-                        "title": i.title,
-                        "summary": i.summary,
-                    }
-                    for i in infos
-                ],
-                ensure_ascii=False,
-            )
-        )
+        doc = [
+            {
+                "lesson": i.lesson,
+                "scenario": i.scenario,
+                "available": i.available,
+                "title": i.title,
+                "summary": i.summary,
+            }
+            for i in infos
+        ]
+        print(dumps(doc, args.compact))
         return 0
     for info in infos:
         status = t("app.available") if info.available else t("app.planned")
@@ -256,14 +263,11 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     lesson, params = resolve(args.scenario, _raw_params(args), "predict")
     if params.world_size > SHOW_MAX_RANKS:  # a line per rank: beyond this, nobody reads it
-        raise UsageError(
-            f"show prints at most {SHOW_MAX_RANKS} ranks' programs; this one has "
-            f"{params.world_size} (predict shows any size)"
-        )
+        raise UsageError.said("cli.show_too_many", most=SHOW_MAX_RANKS, n=params.world_size)
     program = lesson.build(params)
     if args.json:
         doc = {"scenario": lesson.name, "params": params.to_dict(), **program_doc(program)}
-        print(json.dumps(doc))
+        print(dumps(doc, args.compact))
         return 0
     typed = ", ".join(f"{k}={plain(v)}" for k, v in params.typed().items())
     print(
@@ -282,13 +286,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from runtime.launch import RunFailed
 
     if not 1 <= args.ranks <= 16:
-        raise UsageError(f"--ranks {args.ranks}: calibrate takes 1 to 16 ranks")
+        raise UsageError.said("cli.calibrate_ranks", ranks=args.ranks)
     try:
         model = session.calibrate(args.ranks, args.backend)
     except RunFailed as exc:
         print(f"playground: {t('cli.run_failed', error=exc)}", file=sys.stderr)
         return 1
-    report_calibration(model, args.json)
+    report_calibration(model, args.json, args.compact)
     return 0
 
 
@@ -325,7 +329,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows up here, not at exit
         return status
     except UsageError as exc:
-        print(f"playground: error: {plain(exc)}", file=sys.stderr)
+        language = default_language()
+        print(
+            f"playground: {t('cli.error', language)}: {plain(exc.text(language))}", file=sys.stderr
+        )
         return 2
     except KeyboardInterrupt:
         print(f"playground: {t('cli.cancelled')}", file=sys.stderr)

@@ -6,27 +6,35 @@ knows units (scenarios.metrics.Unit), never a lesson or a metric's name.
 Metrics are grouped by series (a schedule, a ZeRO stage), the ones without a
 series first; within a group the predicted ones (measured | predicted | error)
 come before the facts.
+
+Everything is shown in the learner's language (`language`; None: playground.i18n
+.default_language()): a flag's yes/no from the catalogs, a text value as its
+Spanish twin when it has one (Metric.es). Rows carry the metric so localised
+(`Row.metric.value` is what the learner reads), so a caller that prints a text
+list item by item reads it in that language too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from playground.i18n import default_language, t
 from runtime.units import format_bytes, format_seconds
 from scenarios.metrics import Metric, Value
 
 EMPTY = "—"
 
 
-def format_value(unit: str, value: Value) -> str:
-    """`value` in its unit: 1.2 ms, 4 MiB, 3.1 GB/s, 12.5%, 1.08×; lists element-wise."""
+def format_value(unit: str, value: Value, language: str | None = None) -> str:
+    """`value` in its unit: 1.2 ms, 4 MiB, 3.1 GB/s, 12.5%, 1.08×; lists element-wise; a
+    flag as yes/no in `language` (None: the learner's)."""
     if value is None:
         return EMPTY
     if isinstance(value, list):
-        return "[" + ", ".join(format_value(unit, v) for v in value) + "]"
+        return "[" + ", ".join(format_value(unit, v, language) for v in value) + "]"
     if isinstance(value, bool):
-        return "yes" if value else "no"
+        return t("metrics.yes" if value else "metrics.no", language or default_language())
     if not isinstance(value, int | float):
         return str(value)
     if unit == "s":
@@ -49,6 +57,13 @@ def format_value(unit: str, value: Value) -> str:
 def format_error(metric: Metric) -> str:
     error = metric.error
     return "" if error is None else f"{error:.1%}"
+
+
+def localized(metric: Metric, language: str | None = None) -> Metric:
+    """The metric as the learner reads it in `language` (None: the learner's): its value
+    replaced by its Spanish twin under Spanish, when it has one."""
+    shown = metric.text(language or default_language())
+    return metric if shown is metric.value else replace(metric, value=shown)
 
 
 def label(metric: Metric) -> str:
@@ -77,19 +92,21 @@ class Section:
     rows: list[Row]
 
 
-def metric_table(metrics: list[Metric]) -> list[Section]:
-    """Sections by series (none first), predicted rows before facts in each."""
+def metric_table(metrics: list[Metric], language: str | None = None) -> list[Section]:
+    """Sections by series (none first), predicted rows before facts in each, in
+    `language` (None: the learner's)."""
+    language = language or default_language()
     order: dict[str | None, list[Metric]] = {None: []}
     for metric in metrics:
-        order.setdefault(metric.series, []).append(metric)
+        order.setdefault(metric.series, []).append(localized(metric, language))
     sections = []
     for series, group in order.items():
         ranked = sorted(group, key=lambda m: not m.is_predicted)  # stable: lesson's order kept
         rows = [
             Row(
                 label(m),
-                format_value(m.unit, m.value),
-                format_value(m.unit, m.predicted) if m.is_predicted else "",
+                format_value(m.unit, m.value, language),
+                format_value(m.unit, m.predicted, language) if m.is_predicted else "",
                 format_error(m),
                 m,
             )
@@ -100,12 +117,14 @@ def metric_table(metrics: list[Metric]) -> list[Section]:
     return sections
 
 
-def metric_lines(metrics: list[Metric], words: dict[str, str], indent: str = "  ") -> list[str]:
+def metric_lines(
+    metrics: list[Metric], words: dict[str, str], indent: str = "  ", language: str | None = None
+) -> list[str]:
     """Aligned text lines: a header over the predicted pairs, then `name  value` facts;
     each series as a heading with its lines indented. `words`: measured, predicted,
-    error (in the learner's language)."""
+    error; values in `language` (None: the learner's)."""
     lines: list[str] = []
-    for section in metric_table(metrics):
+    for section in metric_table(metrics, language):
         pad = indent
         if section.series is not None:
             lines.append(f"{indent}{section.series}:")

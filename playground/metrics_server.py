@@ -21,12 +21,26 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from playground.formatting import plain
+from playground.i18n import t
 from playground.session import UsageError, resolve
-from runtime.prometheus import MetricsPortError, MetricsServer
+from playground.usage import os_reason
+from runtime.prometheus import HOST, MetricsPortError, MetricsServer
 from scenarios.workers import live_workers
 
 # The app's endpoint (as `run --metrics-port`), read when the app starts.
 PORT_ENV = "PLAYGROUND_METRICS_PORT"
+
+
+def port_error(exc: MetricsPortError, port: int, flag: str = "--metrics-port ") -> UsageError:
+    """runtime.prometheus' refusal of `port` (English as it says it), in Spanish too: out of
+    1..65535, or the OS would not let it listen (its reason, the error's context)."""
+    if not 1 <= port <= 65535:
+        es = t("metrics.port_range", "es", flag=flag, port=port)
+    else:
+        cause = exc.__context__
+        reason = os_reason(cause, "es") if isinstance(cause, OSError) else ""
+        es = t("metrics.cannot_listen", "es", flag=flag, port=port, host=HOST, reason=reason)
+    return UsageError(str(exc), es=es)
 
 
 def run_id(scenario: str) -> str:
@@ -48,7 +62,7 @@ def serving(
     try:
         server = MetricsServer(port)
     except MetricsPortError as exc:
-        raise UsageError(str(exc)) from None
+        raise port_error(exc, port) from None
     live = live_workers(lesson, params)
     server.watch(lesson.name, run_id(lesson.name), live)
     try:
@@ -65,12 +79,12 @@ def serve_app() -> Iterator[MetricsServer | None]:
     if not text:
         yield None
         return
+    if not text.isdigit():
+        raise UsageError.said("metrics.not_a_port", env=PORT_ENV, value=plain(text[:20]))
     try:
-        if not text.isdigit():
-            raise MetricsPortError(f"{PORT_ENV}={plain(text[:20])}: not a TCP port (1 to 65535)")
         server = MetricsServer(int(text), f"{PORT_ENV}=")
     except MetricsPortError as exc:
-        raise UsageError(str(exc)) from None
+        raise port_error(exc, int(text), f"{PORT_ENV}=") from None
     try:
         yield server
     finally:

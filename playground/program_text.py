@@ -12,7 +12,8 @@ DESIGN.md: schedules are data, printed like torch.distributed.pipelining's
     |            a barrier
 
 grouped by series (a schedule, a ZeRO stage) and, when the Program repeats
-steps, one line per rank and step.
+steps, one line per rank and step, headed in the learner's language
+("rank 0 step 1:", "rango 0 paso 1:"; the tokens are notation, one for both).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import textwrap
 from itertools import groupby
 from typing import Any
 
+from playground.i18n import default_language, t
 from runtime.program import Action, Program
 
 COLLECTIVE_TOKENS = {
@@ -57,8 +59,10 @@ def several_stages(program: Program) -> bool:
     )
 
 
-def program_lines(program: Program, width: int = 100) -> list[str]:
-    """Per series, per rank (and step, when steps repeat): the tokens in order."""
+def program_lines(program: Program, width: int = 100, language: str | None = None) -> list[str]:
+    """Per series, per rank (and step, when steps repeat): the tokens in order, each row
+    headed in `language` (default: the learner's)."""
+    language = language or default_language()
     several = several_stages(program)
     series_order = list(dict.fromkeys(a.series for a in program.actions()))
     lines: list[str] = []
@@ -69,7 +73,11 @@ def program_lines(program: Program, width: int = 100) -> list[str]:
             mine = [a for a in actions if a.series == series]
             steps = {a.step for a in mine}
             for step, group in groupby(mine, key=lambda a: a.step if len(steps) > 1 else None):
-                head = f"  rank {rank}" + (f" step {step}" if step is not None else "") + ": "
+                if step is None:
+                    said = t("show.rank", language, rank=rank)
+                else:
+                    said = t("show.rank_step", language, rank=rank, step=step)
+                head = f"  {said}: "
                 text = " ".join(token(a, several) for a in group)
                 lines.extend(
                     textwrap.wrap(

@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from playground.formatting import metric_lines, plain
 from playground.i18n import default_language, t
@@ -38,14 +40,13 @@ def report(outcome: Outcome, args: argparse.Namespace) -> int:
 
             write_trace(outcome, args.trace)
     except OSError as exc:
-        raise UsageError(
-            f"cannot write {exc.filename or 'the export'}: {exc.strerror or exc}"
-        ) from None
+        path = plain(str(exc.filename or args.export or args.trace))
+        raise UsageError.said("cli.cannot_write", path=path, reason=exc.strerror or exc) from None
     if args.json:
         # finite(): strict JSON whatever a lesson computed. A curve's lines and marks held
         # NaN and inf at extreme params (failure-resume, mtbf=1e300s), and allow_nan=False
         # ended in a ValueError traceback.
-        print(json.dumps(finite(outcome.to_doc()), allow_nan=False))
+        print(dumps(finite(outcome.to_doc()), compact=args.compact))
     else:
         world = outcome.params.world_size
         print(
@@ -56,7 +57,7 @@ def report(outcome: Outcome, args: argparse.Namespace) -> int:
         typed = outcome.params.typed()
         print(f"{t('cli.params')}: " + ", ".join(f"{k}={plain(v)}" for k, v in typed.items()))
         words = {w: t(f"app.{w}") for w in ("measured", "predicted", "error")}
-        for line in metric_lines(outcome.metrics, words):
+        for line in metric_lines(outcome.metrics, words, language=default_language()):
             print(plain(line))
         for line in budget_lines(outcome.budget_rows, budget_words(default_language())):
             print(plain(line))
@@ -75,6 +76,30 @@ def report(outcome: Outcome, args: argparse.Namespace) -> int:
     return 0
 
 
+def dumps(doc: object, compact: bool = False) -> str:
+    """A `--json` document: indented, one value a line (readable with head and less), or
+    on one line with `--compact`. Strict JSON (no NaN); accented text as it is, anything
+    a terminal could act on (a bidi override, a C1 control, a lone surrogate) escaped."""
+    layout: dict[str, Any] = {"separators": (",", ":")} if compact else {"indent": 2}
+    text = json.dumps(doc, allow_nan=False, ensure_ascii=False, **layout)
+    return UNSAFE.sub(_escaped, text)
+
+
+UNSAFE = re.compile(r"[^\x20-\x7e\n]")  # not printable ASCII: looked at one by one
+
+
+def _escaped(match: re.Match[str]) -> str:
+    """A character as JSON writes it: itself if printable, else its \\u escape(s)."""
+    char = match.group()
+    if char.isprintable():
+        return char
+    code = ord(char)
+    if code > 0xFFFF:  # a surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
 def check_outputs(args: argparse.Namespace) -> None:
     """--export and --trace must name files this user can write: checked before any work,
     by writing (and removing) a probe file beside them."""
@@ -83,12 +108,14 @@ def check_outputs(args: argparse.Namespace) -> None:
             continue
         where = Path(path)
         if not path.strip():
-            raise UsageError(f"{flag} '': give a file name, e.g. {flag} run.html")
+            raise UsageError.said("cli.output_empty", flag=flag)
         if where.is_dir():
-            raise UsageError(f"{flag} {plain(path)}: is a directory; give a file name")
+            raise UsageError.said("cli.output_is_dir", flag=flag, path=plain(path))
         parent = where.parent if str(where.parent) else Path(".")
         if not parent.is_dir():
-            raise UsageError(f"{flag} {plain(path)}: no directory {plain(parent)}")
+            raise UsageError.said(
+                "cli.output_no_dir", flag=flag, path=plain(path), parent=plain(parent)
+            )
         try:
             with tempfile.NamedTemporaryFile(dir=parent, prefix=".playground-probe-"):
                 pass
@@ -96,13 +123,15 @@ def check_outputs(args: argparse.Namespace) -> None:
                 raise PermissionError(f"{where} is not writable")
         except OSError as exc:
             reason = exc.strerror or str(exc)
-            raise UsageError(f"{flag} {plain(path)}: cannot write there ({reason})") from None
+            raise UsageError.said(
+                "cli.output_cannot_write", flag=flag, path=plain(path), reason=reason
+            ) from None
 
 
-def report_calibration(model: CostModel, as_json: bool) -> None:
+def report_calibration(model: CostModel, as_json: bool, compact: bool = False) -> None:
     """What `playground calibrate` measured: links, then compute (runtime.compute)."""
     if as_json:
-        print(json.dumps(model.describe(), allow_nan=False))
+        print(dumps(model.describe(), compact))
         return
     print(
         t(

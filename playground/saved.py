@@ -7,7 +7,8 @@ playground.saved_schema (types, ranges, finite numbers, bounded strings
 without control characters, bounded sizes), its params are parsed by the
 lesson's own Params (with predict's bounds), a torchrun rank's result by the
 lesson's own result type, and anything else is a UsageError with one line
-naming the first bad field, never a traceback.
+naming the first bad field, never a traceback, in the learner's language (what
+playground.saved_schema says of a field stays English: its words are msgspec's).
 
 Never imports torch.
 """
@@ -18,12 +19,32 @@ from pathlib import Path
 
 from playground import saved_schema as schema
 from playground.formatting import plain
+from playground.i18n import t
 from playground.session import FORMAT, Outcome, UsageError, decode_results, finish, resolve
+from playground.usage import os_reason
 from runtime import calibration
 from runtime.compute import ComputeRates
 from runtime.costmodel import CostModel
 from runtime.launch import LaunchResult
 from runtime.profiles import PROFILES
+
+
+class _Invalid(schema.SavedRunError):
+    """What is wrong with a saved run, in English (`str`) and in Spanish (`es`)."""
+
+    def __init__(self, message: str, es: str):
+        super().__init__(message)
+        self.es = es
+
+
+def _said(key: str, **values: object) -> _Invalid:
+    """The catalog's `key` filled in, in both languages."""
+    return _Invalid(t(key, "en", **values), t(key, "es", **values))
+
+
+def _within(where: str, exc: ValueError) -> _Invalid:
+    """`where: what` of an error inside one of a run dir's files, in both languages."""
+    return _Invalid(f"{where}: {exc}", f"{where}: {getattr(exc, 'es', None) or exc}")
 
 
 def replay(path: str | Path) -> Outcome:
@@ -35,24 +56,28 @@ def replay(path: str | Path) -> Outcome:
             return _replay_dir(path)
         return _replay_file(path)
     except OSError as exc:
-        raise UsageError(f"cannot read {where}: {exc.strerror or exc}") from None
+        reason = {lang: os_reason(exc, lang) for lang in ("en", "es")}
+        raise UsageError(
+            t("saved.cannot_read", "en", path=where, reason=reason["en"]),
+            es=t("saved.cannot_read", "es", path=where, reason=reason["es"]),
+        ) from None
     except schema.SavedRunError as exc:
-        raise UsageError(f"{where} is not a valid playground run: {exc}") from None
+        raise UsageError(
+            t("saved.invalid", "en", path=where, detail=exc),
+            es=t("saved.invalid", "es", path=where, detail=getattr(exc, "es", None) or exc),
+        ) from None
 
 
 def _read(path: Path) -> bytes:
     if path.stat().st_size > schema.MAX_FILE_BYTES:
-        raise schema.SavedRunError(f"larger than {schema.MAX_FILE_BYTES // 2**20} MiB")
+        raise _said("saved.too_large", mib=schema.MAX_FILE_BYTES // 2**20)
     return path.read_bytes()
 
 
 def _replay_file(path: Path) -> Outcome:
     data = _read(path)
     if b'"format"' not in data[:4096] and b'"scenario"' in data[:4096]:
-        raise UsageError(
-            f"{plain(path)} is a playground run of format 1; this playground reads format "
-            f"{FORMAT} (run the lesson again with --json to get one)"
-        )
+        raise UsageError.said("saved.old_format", path=plain(path), format=FORMAT)
     doc: schema.RunDoc = schema.decode(data, schema.RunDoc)
     lesson, params = _lesson(doc.scenario, doc.params)
     measured = None
@@ -82,35 +107,35 @@ def _lesson(name: str, raw: dict) -> tuple:
     try:
         return resolve(name, raw, "predict")
     except UsageError as exc:
-        raise schema.SavedRunError(f"params: {exc}") from None
+        raise _Invalid(f"params: {exc}", f"params: {exc.text('es')}") from None
 
 
 def _replay_dir(path: Path) -> Outcome:
     run_file = path / "run.json"
     if not run_file.is_file():
-        raise UsageError(f"{plain(path)} has no run.json: not a finished torchrun --out dir")
+        raise UsageError.said("saved.no_run_json", path=plain(path))
     try:  # named, as a rank file is: the dir holds several
         meta: schema.TorchrunMeta = schema.decode(_read(run_file), schema.TorchrunMeta)
         lesson, params = _lesson(meta.scenario, meta.params)
     except schema.SavedRunError as exc:
-        raise schema.SavedRunError(f"{run_file.name}: {exc}") from None
+        raise _within(run_file.name, exc) from None
     if params.world_size != meta.world_size:
-        raise schema.SavedRunError(
-            f"run.json says {meta.world_size} ranks but its params run {params.world_size}"
-        )
+        raise _said("saved.world_mismatch", saved=meta.world_size, params=params.world_size)
     raw_results, timelines = [], []
     for rank in range(meta.world_size):
         rank_file = path / f"rank{rank}.json"
         if not rank_file.is_file():
-            raise UsageError(f"{plain(path)} lacks {rank_file.name}: rank {rank} did not finish")
+            raise UsageError.said(
+                "saved.missing_rank", path=plain(path), file=rank_file.name, rank=rank
+            )
         try:
             doc: schema.TorchrunRank = schema.decode(_read(rank_file), schema.TorchrunRank)
             schema.check_costs(doc.result)
             decode_results(lesson, [doc.result])
         except ValueError as exc:  # SavedRunError too: say which of the files is wrong
-            raise schema.SavedRunError(f"{rank_file.name}: {exc}") from None
+            raise _within(rank_file.name, exc) from None
         if doc.rank != rank or any(s.rank != rank for s in doc.spans):
-            raise schema.SavedRunError(f"{rank_file.name} holds records of another rank")
+            raise _said("saved.other_rank", file=rank_file.name)
         timelines.append(schema.timeline(doc.spans, doc.counters))
         raw_results.append(doc.result)
     model = calibration.lookup(meta.backend, meta.world_size, nearest=True)

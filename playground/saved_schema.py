@@ -79,6 +79,7 @@ class MetricDoc(Struct, frozen=True):
     category: Literal[ALL_CATEGORIES] | None = None  # type: ignore[valid-type]
     per: Literal["rank", "step"] | None = None
     before: Scalar | Annotated[list[Scalar], Meta(max_length=1 << 16)] = None
+    es: Scalar | Annotated[list[Scalar], Meta(max_length=1 << 16)] = None  # Spanish twin
     error: Number | None = None  # recomputed from the pair, never trusted
     before_error: Number | None = None  # likewise
 

@@ -26,10 +26,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from playground.prediction_error import BudgetRow, budget_doc, budget_rows, error_rows, with_before
+from playground.usage import UsageError, as_usage_error, param_usage_error
 from runtime import calibration
 from runtime.costmodel import CostModel, slowed
 from runtime.faults import parse_faults, slow_factors
-from runtime.profiles import PROFILES, get_profile
+from runtime.profiles import PROFILES, get_profile, profile_names
 from runtime.program import Program
 from runtime.refine import refine_compute, refine_dispatch, refine_p2p
 from runtime.refine_collectives import refine_collectives
@@ -39,7 +40,7 @@ from runtime.trace import Timeline
 from scenarios.base import Lesson, RunData
 from scenarios.metrics import Curve, Metric, finite
 from scenarios.params import Mode, ParamError, Params
-from scenarios.registry import get_lesson
+from scenarios.registry import LESSONS, get_lesson
 
 if TYPE_CHECKING:
     from runtime.launch import LaunchResult
@@ -48,15 +49,6 @@ if TYPE_CHECKING:
 
 # The shape of `--json` documents: 2 since metrics are a typed list (README, "JSON").
 FORMAT = 2
-
-
-class UsageError(ValueError):
-    """Bad input from the user: the CLI prints its one line and exits with status 2.
-    `field` names the parameter at fault when there is one (the app's form uses it)."""
-
-    def __init__(self, message: str, field: str | None = None):
-        super().__init__(message)
-        self.field = field
 
 
 @dataclass
@@ -118,14 +110,14 @@ class Outcome:
 
 def resolve(name: str, raw: dict[str, Any], mode: Mode) -> tuple[Lesson, Params]:
     """The lesson and its typed params; UsageError naming the field otherwise."""
-    try:
-        lesson = get_lesson(name)
-    except KeyError as exc:
-        raise UsageError(exc.args[0]) from None
+    if name not in LESSONS:
+        names = ", ".join(sorted(LESSONS))
+        raise UsageError.said("cli.unknown_scenario", name=repr(name), names=names)
+    lesson = get_lesson(name)
     try:
         return lesson, lesson.parse(raw, mode)
     except ParamError as exc:
-        raise UsageError(str(exc), exc.field) from None
+        raise param_usage_error(exc) from None
 
 
 def select_model(
@@ -133,10 +125,10 @@ def select_model(
 ) -> CostModel:
     """A named profile if asked; else this machine's calibration; else the documented default."""
     if hardware:
-        try:
-            return get_profile(hardware)
-        except KeyError as exc:
-            raise UsageError(exc.args[0]) from None
+        if hardware not in PROFILES:
+            names = ", ".join(profile_names())
+            raise UsageError.said("cli.unknown_hardware", name=repr(hardware), names=names)
+        return get_profile(hardware)
     cached = calibration.lookup(calibration.backend_hint(backend), world_size, nearest=nearest)
     return cached or PROFILES["cpu-default"]
 
@@ -202,7 +194,7 @@ def run(
         # Lessons with steps and checkpoints check step faults against their params.
         lesson.hooks.check_faults(params, parsed_faults)
     except ValueError as exc:
-        raise UsageError(str(exc), getattr(exc, "field", None)) from None
+        raise as_usage_error(exc) from None
     policy = lesson.restart_policy(params)
     # Warm ranks only for a plain run. A run with --fault kills or stops a rank on
     # purpose, and one under the restart supervisor starts every rank of each attempt
@@ -272,10 +264,7 @@ def check_backend(backend: str) -> None:
     """`--backend nccl` needs a CUDA GPU: refused before any rank starts when there is none
     (asked of the CUDA driver itself, so the UI process never imports torch)."""
     if backend == "nccl" and not cuda_devices():
-        raise UsageError(
-            "--backend nccl needs a CUDA GPU and this machine has none; use --backend gloo "
-            "(or auto, which picks nccl where CUDA is present)"
-        )
+        raise UsageError.said("cli.nccl_without_cuda")
 
 
 def cuda_devices() -> int:

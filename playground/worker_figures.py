@@ -11,25 +11,31 @@ Never imports torch.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from runtime.live_workers import workers_report
 from runtime.stragglers import WorkersReport
 from runtime.trace import Timeline
-from scenarios.workers import straggler_ratio, worker_options
+from scenarios.workers import MAX_RATIO, RATIO_ENV, straggler_ratio, worker_options
 
 if TYPE_CHECKING:
     from playground.session import Outcome
 
 
 def check_settings() -> None:
-    """The environment's settings of the per-rank figures: UsageError in one line if bad."""
+    """The environment's settings of the per-rank figures: UsageError in one line if bad
+    (English as scenarios.workers says it; Spanish from the catalog)."""
+    from playground.i18n import t
     from playground.session import UsageError
 
     try:
         straggler_ratio()
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        text = os.environ.get(RATIO_ENV, "").strip()
+        es = t("settings.straggler_ratio", "es", env=RATIO_ENV, value=repr(text[:40]),
+               most=f"{MAX_RATIO:g}")  # fmt: skip
+        raise UsageError(str(exc), es=es) from None
 
 
 def workers_of(outcome: Outcome, timeline: Timeline) -> WorkersReport:

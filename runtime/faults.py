@@ -60,6 +60,30 @@ USAGE = (
     "kill:rank=R,during=checkpoint, corrupt:checkpoint=latest, slow:rank=R,factor=F "
     "or overflow:step=K,rank=R"
 )
+USAGE_ES = (
+    "use kill:rank=R,after=0.5s, hang:rank=R,after=1s, kill:rank=R,step=K, "
+    "kill:rank=R,during=checkpoint, corrupt:checkpoint=latest, slow:rank=R,factor=F "
+    "u overflow:step=K,rank=R"
+)
+
+
+class FaultError(ValueError):
+    """A --fault spec refused: `str(exc)` is the English line (tests and scripts read it),
+    `es` the same line in Spanish, for the front ends to print in the learner's language
+    (runtime imports no catalog: the two texts travel together, as a ParamError's do)."""
+
+    def __init__(self, message: str, es: str):
+        super().__init__(message)
+        self.es = es
+        self.field: str | None = None
+
+
+def _malformed(spec: str, why: str = "", why_es: str = "") -> FaultError:
+    """`malformed --fault SPEC: WHY` (the usage when no reason is given), in both languages."""
+    return FaultError(
+        f"malformed --fault {spec!r}: {why or USAGE}",
+        f"--fault {spec!r} mal formado: {why_es or USAGE_ES}",
+    )
 
 
 @dataclass(frozen=True)
@@ -104,28 +128,33 @@ def parse_faults(specs: list[str], world_size: int) -> list[Fault]:
 def parse_fault(spec: str, world_size: int) -> Fault:
     kind, sep, rest = spec.partition(":")
     if not sep or kind not in FAULT_FORMS:
-        raise ValueError(f"malformed --fault {spec!r}: {USAGE}")
+        raise _malformed(spec)
     fields: dict[str, str] = {}
     for part in rest.split(","):
         key, eq, value = part.partition("=")
         if not eq or not value:
-            raise ValueError(f"malformed --fault {spec!r}: {USAGE}")
+            raise _malformed(spec)
         fields[key.strip()] = value.strip()
     forms = FAULT_FORMS[kind]
     if frozenset(fields) not in forms:
         takes = " or ".join(",".join(sorted(form)) for form in forms)
-        raise ValueError(f"malformed --fault {spec!r}: {kind} takes {takes}; {USAGE}")
+        toma = " o ".join(",".join(sorted(form)) for form in forms)
+        raise _malformed(spec, f"{kind} takes {takes}; {USAGE}", f"{kind} lleva {toma}; {USAGE_ES}")
     if kind == "corrupt":
         if fields["checkpoint"] != "latest":
-            raise ValueError(f"--fault {spec!r}: only checkpoint=latest can be corrupted")
+            raise FaultError(
+                f"--fault {spec!r}: only checkpoint=latest can be corrupted",
+                f"--fault {spec!r}: solo se puede corromper checkpoint=latest",
+            )
         return Fault(kind, None, checkpoint="latest")
     try:
         rank = int(fields.get("rank", "0"))  # only overflow may leave it out: rank 0
     except ValueError:
-        raise ValueError(f"malformed --fault {spec!r}: rank must be an integer") from None
+        raise _malformed(spec, "rank must be an integer", "rank debe ser un entero") from None
     if not 0 <= rank < world_size:
-        raise ValueError(
-            f"--fault {spec!r}: rank must be in 0..{world_size - 1} for {world_size} ranks"
+        raise FaultError(
+            f"--fault {spec!r}: rank must be in 0..{world_size - 1} for {world_size} ranks",
+            f"--fault {spec!r}: rank debe estar en 0..{world_size - 1} para {world_size} rangos",
         )
     if kind == "slow":
         return Fault(kind, rank, factor=_factor(spec, fields["factor"]))
@@ -134,21 +163,30 @@ def parse_fault(spec: str, world_size: int) -> Fault:
         try:
             after = parse_duration(fields["after"])
         except ValueError as exc:
-            raise ValueError(f"malformed --fault {spec!r}: {exc}") from None
+            raise _malformed(
+                spec, str(exc), "after debe ser una duración con unidad, p. ej. 0.5s, 90s"
+            ) from None
         if not 0 <= after <= MAX_AFTER_S:  # NaN fails both comparisons
-            raise ValueError(
-                f"--fault {spec!r}: after must be a duration from 0s to {MAX_AFTER_S:g}s"
+            raise FaultError(
+                f"--fault {spec!r}: after must be a duration from 0s to {MAX_AFTER_S:g}s",
+                f"--fault {spec!r}: after debe ser una duración de 0s a {MAX_AFTER_S:g}s",
             )
     if "step" in fields:
         try:
             step = int(fields["step"])
         except ValueError:
-            raise ValueError(f"malformed --fault {spec!r}: step must be an integer") from None
+            raise _malformed(spec, "step must be an integer", "step debe ser un entero") from None
         if not 1 <= step <= 10**9:
-            raise ValueError(f"--fault {spec!r}: step must be from 1 (steps count from 1)")
+            raise FaultError(
+                f"--fault {spec!r}: step must be from 1 (steps count from 1)",
+                f"--fault {spec!r}: step debe ser al menos 1 (los pasos se cuentan desde 1)",
+            )
     during = fields.get("during")
     if during is not None and during != "checkpoint":
-        raise ValueError(f"--fault {spec!r}: during must be checkpoint")
+        raise FaultError(
+            f"--fault {spec!r}: during must be checkpoint",
+            f"--fault {spec!r}: during debe ser checkpoint",
+        )
     return Fault(kind, rank, after, step, during)
 
 
@@ -157,11 +195,13 @@ def _factor(spec: str, text: str) -> float:
     try:
         factor = float(text)
     except ValueError:
-        raise ValueError(f"malformed --fault {spec!r}: factor must be a number") from None
+        raise _malformed(spec, "factor must be a number", "factor debe ser un número") from None
     if not (math.isfinite(factor) and 1.0 <= factor <= MAX_SLOW_FACTOR):
-        raise ValueError(
+        raise FaultError(
             f"--fault {spec!r}: factor must be a number from 1 to {MAX_SLOW_FACTOR:g} "
-            "(how many times slower the rank computes)"
+            "(how many times slower the rank computes)",
+            f"--fault {spec!r}: factor debe ser un número de 1 a {MAX_SLOW_FACTOR:g} "
+            "(cuántas veces más lento calcula el rango)",
         )
     return factor
 
@@ -177,13 +217,17 @@ def slow_factors(faults: list[Fault]) -> dict[int, float]:
 
 # Only a lesson with a loss scaler can honour an overflow (it skips the step).
 NEEDS_SCALER = "an overflow needs a lesson with a loss scaler (mixed-precision)"
+NEEDS_SCALER_ES = "un overflow necesita una lección con escalador de pérdida (mixed-precision)"
 
 
 def refuse_overflow(faults: list[Fault]) -> None:
     """For lessons without a loss scaler: an overflow fault would never fire there."""
     for fault in faults:
         if fault.kind == "overflow":
-            raise ValueError(f"--fault {fault.describe()!r}: {NEEDS_SCALER}")
+            spec = fault.describe()
+            raise FaultError(
+                f"--fault {spec!r}: {NEEDS_SCALER}", f"--fault {spec!r}: {NEEDS_SCALER_ES}"
+            )
 
 
 def require_timed(faults: list[Fault]) -> None:
@@ -193,8 +237,13 @@ def require_timed(faults: list[Fault]) -> None:
     refuse_overflow(faults)
     for fault in faults:
         if not fault.timed and fault.kind != "slow":
-            raise ValueError(
-                f"--fault {fault.describe()!r}: step, checkpoint and corrupt faults need a "
+            spec = fault.describe()
+            raise FaultError(
+                f"--fault {spec!r}: step, checkpoint and corrupt faults need a "
                 "scenario with training steps and checkpoints (failure-resume); "
-                "use kill:rank=R,after=0.5s, hang:rank=R,after=1s or slow:rank=R,factor=F here"
+                "use kill:rank=R,after=0.5s, hang:rank=R,after=1s or slow:rank=R,factor=F here",
+                f"--fault {spec!r}: los fallos por paso, por punto de control y corrupt "
+                "necesitan un escenario con pasos de entrenamiento y puntos de control "
+                "(failure-resume); aquí use kill:rank=R,after=0.5s, hang:rank=R,after=1s o "
+                "slow:rank=R,factor=F",
             )

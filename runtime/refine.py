@@ -105,19 +105,32 @@ def refine_compute(
         # A rank slowed on purpose makes its peers wait, and inside torch's own compute
         # (FSDP2's forward runs its all-gathers) that wait would pass for compute.
         return model
+    scaled, spread = scale_compute(model, program, measured, predicted, warmup_steps)
+    if spread is None:
+        return model
+    return replace(scaled, source=f"{model.source}; compute as its spans measured ({spread})")
+
+
+def scale_compute(
+    model: CostModel,
+    program: Program,
+    measured: Timeline,
+    predicted: Timeline,
+    warmup_steps: int = 0,
+) -> tuple[CostModel, str | None]:
+    """refine_compute's scaling, its `source` left as it was (a caller that scales again,
+    runtime.replay, says so once in its own words), and the spread of the scales
+    ("×0.62–0.84"; None: nothing to scale)."""
     scale = {
         key: ratio
         for key, ratio in compute_scales(program, measured, predicted, by_key, warmup_steps).items()
         if key in model.compute
     }
     if not scale:
-        return model
+        return model, None
     spread = f"×{min(scale.values()):.2f}–{max(scale.values()):.2f}"
-    return replace(
-        model,
-        compute={**model.compute, **{k: model.compute[k] * v for k, v in scale.items()}},
-        source=f"{model.source}; compute as its spans measured ({spread})",
-    )
+    compute = {**model.compute, **{k: model.compute[k] * v for k, v in scale.items()}}
+    return replace(model, compute=compute), spread
 
 
 def by_key(action: Action) -> str:

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from runtime.costmodel import CostModel, series_key
 from runtime.program import Program
-from runtime.refine import by_key, compute_scales, refine_compute
+from runtime.refine import by_key, compute_scales, scale_compute
 from runtime.simulate import simulate
 from runtime.trace import Timeline
 
@@ -47,11 +47,14 @@ def replay_compute(
     keys = {by_key(a) for a in program.actions() if a.is_compute}
     compute = {k: v * factor if k in keys else v for k, v in model.compute.items()}
     unshared = replace(model, cores=None, compute=compute)
-    replayed = refine_compute(
+    replayed, spread = scale_compute(
         unshared, program, measured, simulate(program, unshared), warmup_steps
     )
     replayed = _own_series(replayed, program, measured, simulate(program, replayed), warmup_steps)
-    return replace(replayed, source=f"{replayed.source}; replayed on unshared cores")
+    # Said once: `model.source` already says "compute as its spans measured" (the
+    # refinement this replays); this scaling is the replay's own.
+    said = f" ({spread})" if spread else ""
+    return replace(replayed, source=f"{model.source}; replayed on unshared cores{said}")
 
 
 def _own_series(

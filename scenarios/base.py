@@ -133,7 +133,11 @@ def parse_param_args(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, eq, value = pair.partition("=")
         if not eq or not key.strip():
-            raise ParamError(None, f"malformed -p {shown(pair)}: use -p key=value")
+            raise ParamError(
+                None,
+                f"malformed -p {shown(pair)}: use -p key=value",
+                es=f"-p {shown(pair)} mal formado: use -p clave=valor",
+            )
         out[key.strip()] = value.strip()
     return out
 

@@ -48,6 +48,12 @@ class Metric:
     per: Literal["rank", "step"] | None = None  # what a list value is indexed by
     # A run's metric: the prediction before the run, from the calibrated profile alone.
     before: Value = None
+    # A text value's Spanish twin (a string, or a list of strings like `value`).
+    es: Value = None
+
+    def text(self, language: str) -> Value:
+        """The value as the learner reads it in `language` (the Spanish twin if any)."""
+        return self.es if language == "es" and self.es is not None else self.value
 
     @property
     def is_predicted(self) -> bool:

@@ -13,8 +13,9 @@ A field whose default is itself a `Params` (the MiniGPT's shape, scenarios
 /shape.py) is a group: its knobs are typed at top level (`-p hidden=128`) and
 its own rules are checked with the lesson's.
 
-Bad input raises ParamError naming the field, with one line that says what is
-allowed: the form shows it under that field, the CLI prints it and exits 2.
+Bad input raises ParamError (scenarios.param_error) naming the field, with one
+line that says what is allowed: the form shows it under that field, the CLI
+prints it, in the learner's language, and exits 2.
 
 Imports: runtime's pure part only.
 """
@@ -34,18 +35,11 @@ from runtime.units import (
     typed_bytes,
     typed_duration,
 )
+from scenarios.param_error import PHRASES, ParamError, Parts
 
 Mode = Literal["run", "predict"]
 Kind = Literal["int", "float", "bytes", "duration", "choice", "choices", "count"]
 KNOB = "knob"
-
-
-class ParamError(ValueError):
-    """A parameter the user got wrong: `field` names it (None: the command line itself)."""
-
-    def __init__(self, field: str | None, message: str):
-        super().__init__(message)
-        self.field = field
 
 
 def shown(text: Any) -> str:
@@ -75,29 +69,33 @@ class Knob:
         return self.maximum
 
     def allowed(self, mode: Mode) -> str:
+        """What a value may be, in English: "an integer from 1 to 8"."""
+        return "".join(PHRASES[key].format(**values) for key, values in self.allowed_parts(mode))
+
+    def allowed_parts(self, mode: Mode) -> Parts:
+        """What a value may be, as PHRASES parts (the edge words them in any language)."""
         if self.kind in ("choice", "choices"):
-            many = " (or a comma list)" if self.kind == "choices" else ""
-            return f"one of {', '.join(self.choices)}{many}"
+            key = "one_of_list" if self.kind == "choices" else "one_of"
+            return [(key, {"choices": ", ".join(self.choices)})]
         if self.kind == "count":
-            top = f" from 1 to {self.maximum // 10**12:g}T" if self.maximum else " of at least 1"
-            return f"a whole number{top} (e.g. 7e9, 7B, 70B, 125M) or auto"
+            if self.maximum:
+                return [("count_up_to", {"top": f"{self.maximum // 10**12:g}"})]
+            return [("count_any", {})]
         low, high = self.minimum, self.upper(mode)
         show = {"bytes": format_bytes, "duration": typed_duration}.get(self.kind, _number)
-        bounds = ""
+        parts: Parts = [(f"noun_{self.kind}", {})]
         if low is not None and high is not None:
-            bounds = f" from {show(low)} to {show(high)}"
+            parts.append(("range", {"low": show(low), "high": show(high)}))
         elif low is not None:
-            bounds = f" of at least {show(low)}"
-        unit = {
-            "bytes": " with a unit, e.g. 64KiB, 4MiB",
-            "duration": " with a unit, e.g. 0.5s, 90s, 3h",
-        }.get(self.kind, "")
-        noun = {"int": "an integer", "float": "a number", "bytes": "a size"}
-        return f"{noun.get(self.kind, 'a duration')}{bounds}{unit}"
+            parts.append(("at_least", {"low": show(low)}))
+        if self.kind in ("bytes", "duration"):
+            parts.append((f"unit_{self.kind}", {}))
+        return parts
 
     def parse(self, name: str, text: Any, mode: Mode) -> Any:
         """The typed value of `text` (a string as typed, or an already typed value)."""
-        wrong = ParamError(name, f"{name}={shown(text)}: {name} must be {self.allowed(mode)}")
+        said = {"name": name, "value": shown(text), "allowed": self.allowed_parts(mode)}
+        wrong = ParamError(name, key="must_be", values=said)
         if isinstance(text, str) and not text.isprintable():
             raise wrong  # a newline or an escape sequence is never part of a value
         if self.kind == "choice":
@@ -110,7 +108,7 @@ class Knob:
             if not picked or any(t not in self.choices for t in picked):
                 raise wrong
             if len(set(picked)) != len(picked):
-                raise ParamError(name, f"{name}={shown(text)}: list each one once")
+                raise ParamError(name, key="list_once", values=said)
             return picked
         if self.kind == "count":
             if text == "auto":
@@ -131,7 +129,7 @@ class Knob:
         low, high = self.minimum, self.upper(mode)
         if (low is not None and value < low) or (high is not None and value > high):
             if mode == "run" and self.predict_maximum is not None:
-                raise ParamError(name, f"{wrong} on a real run (predict allows more)")
+                raise ParamError(name, key="run_only", values=said)
             raise wrong
         return value
 
@@ -269,18 +267,16 @@ class Params:
             if alias in raw:
                 value = raw.pop(alias)
                 if target in raw and str(raw[target]) != str(value):
+                    said = {"value": shown(value), "other": shown(raw[target])}
                     raise ParamError(
-                        alias,
-                        f"{alias}={shown(value)} and {target}={shown(raw[target])}: "
-                        f"{alias} is another name for {target}; give one of them",
+                        alias, key="alias", values={"alias": alias, "target": target, **said}
                     )
                 raw[target] = value
         names = [name for name, _ in cls.knobs()]
         unknown = sorted(set(raw) - set(names))
         if unknown:
-            raise ParamError(
-                None, f"unknown parameter {shown(unknown[0])!s}; allowed: {', '.join(names)}"
-            )
+            said = {"value": shown(unknown[0]), "names": ", ".join(names)}
+            raise ParamError(None, key="unknown", values=said)
         params = cls()._filled(raw, mode)
         params._check_all(mode)
         return params

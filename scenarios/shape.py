@@ -40,7 +40,9 @@ class GPTShape(Params):
     def check(self, mode: Mode) -> None:
         if self.hidden % self.heads:
             raise ParamError(
-                "hidden", f"hidden={self.hidden}: must be a multiple of heads={self.heads}"
+                "hidden",
+                f"hidden={self.hidden}: must be a multiple of heads={self.heads}",
+                es=f"hidden={self.hidden}: debe ser múltiplo de heads={self.heads}",
             )
         if mode == "run" and self.run_limit is not None:
             self.check_run_size(self.run_limit)
@@ -63,6 +65,8 @@ class GPTShape(Params):
                 "hidden",
                 f"the model has {self.parameters:,} parameters; a real run here allows at "
                 f"most {limit:,} (lower hidden or layers, or use predict)",
+                es=f"el modelo tiene {self.parameters:,} parámetros; una ejecución real aquí "
+                f"admite a lo sumo {limit:,} (baje hidden o layers, o use predict)",
             )
 
     def costs(self, rates: ComputeRates, tokens: int) -> ModelCosts:

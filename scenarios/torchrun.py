@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
                 lesson.params.ranks_field,
                 f"{lesson.params.ranks_field}={params.world_size} but torchrun started "
                 f"{world_size} processes",
+                es=f"{lesson.params.ranks_field}={params.world_size} pero torchrun lanzó "
+                f"{world_size} procesos",
             )
     except (KeyError, ParamError) as exc:
         _error(exc.args[0] if exc.args else exc)

@@ -87,6 +87,47 @@ def predict_without_torch(*args: str) -> dict:
     return json.loads(result.stdout)
 
 
+def test_json_is_indented_and_compact_on_request() -> None:
+    """Issue 35, item 6: `predict … --json | head` reads a document, not one 120 KB line;
+    `--compact` keeps the one line, for every command that has --json."""
+    args = ("predict", "why-distribute", "--hardware", "cpu-default", "--json")
+    pretty, compact = playground(*args), playground(*args, "--compact")
+    assert pretty.returncode == compact.returncode == 0, pretty.stderr + compact.stderr
+    assert json.loads(pretty.stdout) == json.loads(compact.stdout)
+    lines = pretty.stdout.splitlines()
+    assert lines[0] == "{" and lines[1] == '  "format": 2,' and max(map(len, lines)) < 1000
+    assert len(compact.stdout.splitlines()) == 1
+    for command in (("list",), ("show", "ring-allreduce")):
+        assert len(playground(*command, "--json").stdout.splitlines()) > 1
+        assert len(playground(*command, "--json", "--compact").stdout.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "english", "spanish"),
+    [
+        (
+            ["predict", "zero", "-p", "ranks=0"],
+            "ranks must be an integer from",
+            "ranks debe ser un entero de",
+        ),
+        (["predict", "nope"], "unknown scenario 'nope'", "escenario desconocido 'nope'"),
+        (
+            ["predict", "zero", "--hardware", "tpu"],
+            "unknown hardware profile",
+            "perfil de hardware",
+        ),
+        (["predict", "zero", "-p", "x"], "malformed -p x", "-p x mal formado"),
+        (["predict", "zero", "--bogus"], "unrecognized arguments", "argumentos no reconocidos"),
+    ],
+)
+def test_usage_errors_in_the_learners_language(args, english: str, spanish: str) -> None:
+    """Exit 2 and one line, in English or in Spanish as PLAYGROUND_LANG says."""
+    for lang, needle in (("en", english), ("es", spanish)):
+        out = playground(*args, env={"PLAYGROUND_LANG": lang})
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert needle in out.stderr, out.stderr
+
+
 def test_predict_never_imports_torch() -> None:
     doc = predict_without_torch("ring-allreduce", "-p", "ranks=64")
     assert "measured" not in doc and doc["predicted"]

@@ -268,3 +268,61 @@ def test_exports_never_import_torch() -> None:
         "sys.exit('torch' in sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[1])
+
+
+# -- issue 35 item 5: curves' points, lanes' legend, series dividers ------------------------
+
+
+def test_curve_line_with_one_value_is_drawn_as_a_point() -> None:
+    """A run's measurement beside a predicted curve (inference's goodput at the run's
+    rate) is one value: drawn as a marker, since a line through one value shows nothing."""
+    from playground.export.curves import build_curve_figure
+    from scenarios.metrics import Curve
+
+    curve = Curve(
+        "goodput", "rate", "rps", [1.0, 2.0, 4.0],
+        {"tp predicted": [1.0, 1.5, 1.2], "tp measured (this run)": [None, 1.4, None],
+         "offered": [1.0, 2.0, 4.0]},
+        {}, y_unit="number",
+    )  # fmt: skip
+    fig = build_curve_figure(curve)
+    assert fig is not None
+    modes = {trace.name: trace.mode for trace in fig.data}
+    assert modes["tp measured (this run)"] == "markers"
+    assert modes["offered"] == "lines" and "lines" in modes["tp predicted"]
+
+
+def test_lanes_legend_sits_above_the_rows_apart_from_the_time_axis() -> None:
+    from playground.export.lanes import build_lanes_figure
+    from scenarios.metrics import Lane, Lanes
+
+    rows = tuple(
+        Lane(f"req {i}", source, (("TTFT", 0.1 * i, 0.1 * i + 0.05), ("decode", 0.1 * i + 0.05, 1)))
+        for i in range(16)
+        for source in ("measured", "predicted")
+    )
+    fig = build_lanes_figure(Lanes("tp: each request", rows))
+    assert fig is not None
+    legend = fig.layout.legend
+    assert legend.y >= 1.0 and legend.yanchor == "bottom"  # never on "time (s)" below
+    assert fig.layout.xaxis.title.text == "time (s)"
+
+
+def test_series_run_one_after_the_other_are_parted_and_named() -> None:
+    """GPipe then 1F1B: a solid line where the first ends, each named over its part of
+    each row (measured and predicted); one series alone has neither."""
+    from playground.export.timeline import build_figure, series_windows
+
+    both = session.predict("pipeline", {"schedule": "gpipe,1f1b"}, hardware="cpu-default")
+    measured = dataclasses.replace(both, measured=_stretched(both.predicted, 1.1))
+    windows = series_windows(both.predicted)
+    assert [name for name, _, _ in windows] == ["gpipe", "1f1b"]
+    assert windows[0][2] <= windows[1][2]
+    fig = build_figure(measured)
+    names = [a.text for a in fig.layout.annotations]
+    assert names.count("<b>gpipe</b>") == 2 and names.count("<b>1f1b</b>") == 2
+    lines = [s for s in fig.layout.shapes if s.type == "line" and s.line.dash is None]
+    assert len(lines) == 2  # one divider per row
+    one = session.predict("pipeline", {"schedule": "1f1b"}, hardware="cpu-default")
+    assert series_windows(one.predicted) == []
+    assert not [a for a in build_figure(one).layout.annotations if a.text.startswith("<b>")]

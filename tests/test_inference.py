@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from dataclasses import replace
 
 import pytest
 from test_hostile_replay import cli, one_line_error
@@ -19,6 +20,7 @@ from test_hostile_replay import cli, one_line_error
 from runtime.costmodel import DISPATCH, series_key
 from runtime.profiles import PROFILES
 from runtime.simulate import simulate
+from runtime.trace import Timeline
 from scenarios.inference import report
 from scenarios.inference.blocks import BlockManager
 from scenarios.inference.latency import occupancy, served
@@ -206,7 +208,8 @@ def test_request_lanes_put_each_requests_ttft_and_decode_where_the_timeline_has_
         seen = report.read_timeline(index, timeline)
         assert len(figure.lanes) == params.requests and figure.omitted == 0
         for lane in figure.lanes:
-            rid = int(lane.label[1:])
+            assert lane.label.startswith("req ")  # a request, never a rank's "r0"
+            rid = int(lane.label.removeprefix("req "))
             (_, arrived, first), (_, start, last) = lane.phases
             assert lane.source == "predicted" and arrived <= first == start <= last
             assert first - arrived == pytest.approx(seen.ttft[rid])
@@ -394,3 +397,104 @@ def test_replicas_with_prefix_affinity_and_static_batching_on_four_ranks():
     assert got["tokens_equal_reference"]["value"] is True
     assert got["prefix_hit_tokens"]["value"] > 0
     assert got["requests_answered"]["value"] == 24
+
+
+# -- goodput curve, concurrency (issue 35 item 5) ----------------------------------------
+
+
+def _predicted_goodput(outcome, series="tp"):
+    return find(outcome.metrics, "goodput_rps", series).predicted
+
+
+@pytest.mark.parametrize("hardware", ["cpu-default", "h100-nvlink"])
+def test_goodput_curve_passes_through_the_predicted_goodput(hardware):
+    """The curve is the lesson's own prediction at each rate (simulated on a CPU profile,
+    planned on a GPU profile's clock): at the lesson's rate it is the metric it predicts,
+    and its title says where it was predicted."""
+    from playground.session import predict
+    from scenarios.inference.goodput import RATE_FACTORS
+
+    outcome = predict("inference", {"mode": "tp", "ranks": "2"}, hardware)
+    (curve,) = outcome.curves
+    at = RATE_FACTORS.index(1.0)
+    assert curve.x[at] == outcome.params.rate
+    assert curve.lines["tp predicted"][at] == pytest.approx(_predicted_goodput(outcome))
+    assert f"predicted on {outcome.profile.name}" in curve.title
+    assert curve.text(curve.title, "es") != curve.title  # said in Spanish too
+    assert not any(name.endswith("(this run)") for name in curve.lines)  # no run, no point
+
+
+def test_goodput_curve_shows_the_runs_goodput_beside_the_prediction():
+    """After a run: the curve is predicted with the model the metrics were (replayed on
+    the run's spans) and the run's goodput is one point, at its rate."""
+    from runtime.replay import replay_compute
+    from scenarios.base import RunData
+    from scenarios.inference.goodput import RATE_FACTORS, goodput_curve
+
+    params = LESSON.parse({"mode": "tp", "ranks": "2"}, "run")
+    model = LESSON.prepare_model(params, replace(PROFILES["cpu-default"], cores=2))
+    program, indexes = layout(params)
+    predicted = simulate(program, model)
+    measured = Timeline([replace(s, start=s.start * 1.3, end=s.end * 1.3) for s in predicted.spans])
+    run = RunData(measured, [])
+    curve = goodput_curve(params, model, run, layout)
+    at = RATE_FACTORS.index(1.0)
+    point = curve.lines["tp measured (this run)"]
+    seen = report.read_timeline(indexes[0], measured).goodput(params.ttft_slo, params.tpot_slo)
+    assert point[at] == pytest.approx(seen)
+    assert [y for k, y in enumerate(point) if k != at] == [None] * (len(point) - 1)
+    # The prediction beside the run: the session simulates the model replayed on it.
+    beside = simulate(program, replay_compute(model, program, measured))
+    want = report.read_timeline(indexes[0], beside).goodput(params.ttft_slo, params.tpot_slo)
+    assert curve.lines["tp predicted"][at] == pytest.approx(want)
+    assert "refined by this run" in curve.title
+
+
+def test_meets_slo_is_the_runs_beside_the_predictions():
+    from scenarios.base import RunData
+
+    params = LESSON.parse({"mode": "tp", "ranks": "2"}, "run")
+    program, _ = layout(params)
+    timeline = simulate(program, LESSON.prepare_model(params, PROFILES["cpu-default"]))
+    before = find(LESSON.metrics(params, timeline, None), "meets_slo", "tp")
+    assert before.value is None and isinstance(before.predicted, bool)
+    # A run whose every request is late: it does not meet the SLO, whatever was predicted.
+    late = Timeline([replace(s, start=s.start * 50, end=s.end * 50) for s in timeline.spans])
+    after = LESSON.metrics(params, timeline, RunData(late, []))
+    assert find(after, "meets_slo", "tp").value is False
+    assert find(after, "goodput_rps", "tp").value == 0.0
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {},
+        {"rate": "1000"},
+        {"mode": "replicas", "ranks": "2", "rate": "500"},
+        {"mode": "pp", "ranks": "2", "rate": "500"},
+    ],
+)
+def test_max_concurrent_sequences_is_what_the_plan_runs_at_once(raw):
+    """At most the requests and max_batch per engine; the KV pool's capacity (more than
+    the requests when it is large) is its own metric."""
+    params = LESSON.parse({"mode": "tp", "ranks": "2", **raw}, "predict")
+    program, indexes = layout(params)
+    model = LESSON.prepare_model(params, PROFILES["cpu-default"])
+    metrics = LESSON.metrics(params, simulate(program, model), None)
+    for index in indexes:
+        engines = index.plan.serving.replicas * index.plan.serving.pp
+        most = find(metrics, "max_concurrent_sequences", index.series).value
+        widest = max(
+            len({p.request for p in it.pieces if not p.padding}) for it in index.plan.iterations
+        )
+        assert widest <= most <= min(params.requests, params.max_batch * engines)
+    capacity = find(metrics, "kv_capacity_sequences", params.mode[0]).value
+    if not raw:
+        assert capacity == 25 > params.requests  # 128 blocks, 5 for the longest request
+
+
+def test_timeline_labels_requests_apart_from_ranks():
+    params = LESSON.parse({"mode": "tp", "ranks": "2"}, "run")
+    labels = {a.label for a in LESSON.build(params).actions() if a.label}
+    assert any("prefill req 0" in label for label in labels)
+    assert not any(" r0" in label or label.startswith("r0") for label in labels)

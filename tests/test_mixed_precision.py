@@ -373,3 +373,17 @@ def test_simulator_overlaps_nonblocking_collectives_and_waits_for_them():
     unwaited.extend([rank(0, "c")[1], rank(1, "c")[1]])
     with pytest.raises(ProgramError, match="never waited"):
         unwaited.validate()
+
+
+def test_default_value_shows_the_formats_apart():
+    """At the explorer's default fp16 and bf16 store different numbers (and classes):
+    at the old 1e-5 both stored 1.0014e-05, fp16's subnormal step (2^-24) being bf16's
+    step there, so the metrics read alike."""
+    value = LESSON.parse({}, "predict").value
+    fp16, bf16 = formats.stored(value, "fp16"), formats.stored(value, "bf16")
+    assert f"{fp16:.4g}" != f"{bf16:.4g}"  # as the metrics print them
+    assert (formats.classify(value, "fp16"), formats.classify(value, "bf16")) == (
+        "subnormal",
+        "normal",
+    )
+    assert formats.stored(1e-5, "fp16") == formats.stored(1e-5, "bf16")

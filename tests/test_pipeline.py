@@ -343,3 +343,40 @@ def test_bad_params_exit_2(args, needle):
     assert out.returncode == 2
     assert needle in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert "Traceback" not in out.stderr
+
+
+# -- issue 35 item 5 ----------------------------------------------------------------------
+
+
+def test_bubble_step_states_no_core_count_and_the_cores_are_a_fact():
+    """The narrative says when ranks share cores (fewer cores than ranks), never this
+    machine's count as a fact; `cpu_cores` gives the count the prediction shares."""
+    bubble = LESSON.narrative[0]
+    assert "four ranks share two cores" not in bubble.body["en"]
+    assert "cuatro rangos comparten dos núcleos" not in bubble.body["es"]
+    assert "cpu_cores" in bubble.body["en"] and "cpu_cores" in bubble.body["es"]
+    params = LESSON.parse({}, "predict")
+    shared = replace(PROFILES["cpu-default"], cores=3)
+    assert find(LESSON.figures(params, shared)[0], "cpu_cores").value == 3
+    gpu = LESSON.figures(params, PROFILES["h100-nvlink"])[0]
+    assert find(gpu, "cpu_cores").value is None
+
+
+def test_profile_source_says_each_refinement_once():
+    """Refined after a run, then replayed on unshared cores: each step said once, the
+    replay's own scaling in its own words."""
+    from runtime.refine import refine_compute
+    from runtime.replay import replay_compute
+
+    params = LESSON.parse({"schedule": "gpipe,1f1b"}, "predict")
+    program = build(params)
+    model = replace(LESSON.prepare_model(params, PROFILES["cpu-default"]), cores=2)
+    predicted = simulate(program, model)
+    measured = Timeline(
+        [replace(s, start=s.start * 1.2, end=s.end * (1.2 + 0.1 * s.rank)) for s in predicted.spans]
+    )
+    refined = refine_compute(model, program, measured, predicted)
+    replayed = replay_compute(refined, program, measured)
+    assert replayed.source.count("compute as its spans measured") == 1
+    assert replayed.source.count("replayed on unshared cores (×") == 1
+    assert replayed.source.startswith(refined.source)

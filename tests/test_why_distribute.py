@@ -44,6 +44,14 @@ def value(metrics: list[Metric], name: str, series: str | None = None) -> object
     raise KeyError(name)
 
 
+def spanish(metrics: list[Metric], name: str, series: str | None = None) -> object:
+    """What a Spanish-speaking learner reads: the metric's Spanish twin."""
+    for m in metrics:
+        if m.name == name and m.series == series:
+            return m.text("es")
+    raise KeyError(name)
+
+
 # -- the diagnosis ------------------------------------------------------------------------
 def test_7b_in_fp32_does_not_fit_an_a100_and_names_memory_pressure():
     m = predict(params="7B", gpu="a100-80gb", precision="fp32")
@@ -65,7 +73,8 @@ def test_a_400k_model_fits_and_only_time_could_justify_distributing():
     assert value(m, "fits_one_gpu") is True and value(m, "pressure") == "none"
     assert "only time could justify it" in value(m, "reason")
     assert "no deadline given" in value(m, "reason")
-    assert "solo el tiempo" in value(m, "reason_es")
+    assert "solo el tiempo" in spanish(m, "reason") and spanish(m, "pressure") == "ninguna"
+    assert not [x.name for x in m if x.name.endswith("_es")]  # one metric, both languages
     # the same model with a deadline too short for one GPU: time pressure, DDP
     m = predict(params="400k", gpu="a100-80gb", tokens="1e15", deadline="1h")
     assert value(m, "pressure") == "time" and value(m, "strategy") == "DDP"
@@ -95,6 +104,12 @@ def test_what_is_too_big_picks_the_strategy():
     assert d.axis == "grads" and d.strategy == "ZeRO-2"
     d = diagnose(1e9, shape, "mixed", "none", 1, 1.5 * GB, 1e14, 1e6, 1e9)
     assert d.axis == "weights" and "ZeRO-3" in d.strategy
+    # the Spanish reason says the axis and the strategy in Spanish too (it once read
+    # "lo que sobra es weights: ZeRO-3/FSDP, or PP across nodes")
+    assert "weights" in d.reason["en"] and "or PP across nodes" in d.reason["en"]
+    assert "los pesos: ZeRO-3/FSDP, o PP entre nodos" in d.reason["es"]
+    assert "weights" not in d.reason["es"] and "across" not in d.reason["es"]
+    assert d.strategy_text["es"] == "ZeRO-3/FSDP, o PP entre nodos"
 
 
 # -- the planner: memory and time accounting, by hand ---------------------------------------
@@ -170,6 +185,7 @@ def test_70b_on_64_h100s_keeps_tp_inside_a_node():
     m = predict(**raw)
     assert value(m, "train_days") > 0 and value(m, "train_days_rule_of_thumb") > 0
     assert len(value(m, "plan")) == 8 and value(m, "plan_why")[0] == "the cheapest"
+    assert spanish(m, "plan_why")[0] == "el más barato" and "días" in spanish(m, "plan")[0]
 
 
 def test_predict_is_quick_and_never_imports_torch():
@@ -192,7 +208,7 @@ def test_the_budget_sentence_of_the_recommended_plan():
     assert sentence.startswith("This starts 1× RTX 4090 spot at ~$0.35/h each = $0.35/h")
     assert "Budget: $3.00. Accepted" in sentence
     assert value(m, "budget_left_usd") == pytest.approx(3 - value(m, "cost_estimate_usd"))
-    assert "Presupuesto: $3.00" in value(m, "budget_sentence_es")
+    assert "Presupuesto: $3.00" in spanish(m, "budget_sentence")
 
 
 @pytest.mark.parametrize(
@@ -265,6 +281,7 @@ def test_the_cap_refuses_one_rank_and_admits_zero3_and_fsdp2(two_ranks):
     cap = value(m, "gpu_memory_cap_bytes")
     refusal = value(m, "refusal", "alone")
     assert refusal.startswith("Rank 0 alone:") and f"{cap:,} B" in refusal
+    assert spanish(m, "refusal", "alone").startswith("Rango 0 solo:")
     assert value(m, "fits_gpu_memory", "alone") is False
     for series in ("zero3", "fsdp2"):
         assert value(m, "fits_gpu_memory", series) is True

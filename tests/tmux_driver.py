@@ -42,10 +42,26 @@ class Tmux:
         self.resize(width, height)
 
     def resize(self, width: int, height: int) -> None:
-        subprocess.run(
-            ["tmux", "resize-window", "-t", self.name, "-x", str(width), "-y", str(height)],
+        """The window at exactly width × height (checked: a resize can be lost while the
+        session starts, and the app would then draw at tmux's default 80x24)."""
+        for _ in range(50):
+            subprocess.run(
+                ["tmux", "resize-window", "-t", self.name, "-x", str(width), "-y", str(height)],
+                capture_output=True,
+            )
+            if self.size() == (width, height):
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"tmux kept {self.size()} instead of {width}x{height}")
+
+    def size(self) -> tuple[int, int]:
+        result = subprocess.run(
+            ["tmux", "display-message", "-p", "-t", self.name, "#{window_width} #{window_height}"],
             capture_output=True,
+            text=True,
         )
+        width, _, height = result.stdout.strip().partition(" ")
+        return (int(width), int(height)) if width.isdigit() and height.isdigit() else (0, 0)
 
     def keys(self, *keys: str, pause: float = 0.15) -> None:
         for key in keys:

@@ -15,6 +15,8 @@ Choices, and why:
   axis an annotation's x is the log10 of the value, a shape's is the value
   itself (plotly.py #2580, #4012), so add_vline's own annotation would land
   elsewhere, and two close lines would overlap.
+- A line with a single value (a run's measurement beside a predicted curve: the
+  inference lesson's goodput at the run's rate) is drawn as a large marker.
 - plotly.js is already on the page (the timeline figure embeds it), so each
   fragment is written without it; every string is escaped.
 
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from playground.session import Outcome
 
 LINE_COLORS = ("#59A14F", "#BAB0AC", "#76B7B2", "#EDC948")
+POINT_COLORS = ("#E15759", "#4E79A7", "#B07AA1")  # single-value lines: dark, to stand out
 MARK_STYLES = (
     ("#F28E2B", "dash"),
     ("#4E79A7", "dot"),
@@ -60,14 +63,25 @@ def build_curve_figure(curve: Curve) -> go.Figure | None:
         return None
     percent = curve.y_unit == "fraction"
     fig = go.Figure()
+    points = 0
     for i, (name, ys) in enumerate(curve.lines.items()):
+        # A line with one value only (a run's measurement at its own x) is a point: a
+        # line through one value draws nothing.
+        point = sum(y is not None for y in ys) == 1
+        color = LINE_COLORS[i % len(LINE_COLORS)]
+        if point:
+            color, points = POINT_COLORS[points % len(POINT_COLORS)], points + 1
         fig.add_trace(
             go.Scatter(
                 x=curve.x,
                 y=[None if y is None else (100 * y if percent else y) for y in ys],
-                mode="markers+lines" if i == 0 else "lines",
+                mode="markers+lines" if i == 0 else "markers" if point else "lines",
                 name=escape(name),
-                marker={"size": 5, "color": LINE_COLORS[i % len(LINE_COLORS)]},
+                marker={
+                    "size": 11 if point else 5,
+                    "symbol": "diamond" if point else "circle",
+                    "color": color,
+                },
                 line={"width": 1 if i == 0 else 1.5, "dash": "solid" if i == 0 else "dash"},
             )
         )

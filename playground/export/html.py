@@ -121,13 +121,13 @@ def _budget_html(outcome: Outcome) -> str:
     out = [head]
     for row in rows:
         m = row.metric
-        cells = [format_value(m.unit, m.value)]
+        cells = [format_value(m.unit, m.value, "en")]
         for predicted, error, within in (
             (m.before, m.before_error, row.before_within),
             (m.predicted, m.error, row.after_within),
         ):
             cells += [
-                format_value(m.unit, predicted),
+                format_value(m.unit, predicted, "en"),
                 mark(error, within) if error is not None else "",
             ]
         label = " ".join(filter(None, (m.series, m.name)))
@@ -147,7 +147,7 @@ def _metrics_html(metrics: list[Metric]) -> str:
     """One table, by playground.formatting's sections: a series as a header row, then
     its metrics, measured beside predicted with the error."""
     out = ['<tr class="head"><th></th><td>measured</td><td>predicted</td><td>error</td></tr>']
-    for section in metric_table(metrics):
+    for section in metric_table(metrics, "en"):  # the page is in English
         pad = ""
         if section.series is not None:
             out.append(f'<tr class="group"><th colspan="4">{escape(section.series)}</th></tr>')

@@ -13,8 +13,11 @@ Choices, and why:
   predicted hatched): the eye compares the two on one row, as in the timeline.
 - Each bar is (start, length) with `base`: a phase starts where the run put it,
   not at zero.
-- Rows in the items' order from the top (request 0 first); plotly.js is already
-  on the page, and every string is escaped.
+- Rows in the items' order from the top (request 0 first), each named by the
+  lesson ("req 3": never "r3", the timeline's name for rank 3); plotly.js is
+  already on the page, and every string is escaped.
+- The legend sits above the rows, under the title: below them it fell on the
+  x axis' title, the figure's height growing with its rows.
 
 Imports: plotly and the pure metric types; never torch.
 """
@@ -91,8 +94,10 @@ def build_lanes_figure(lanes: Lanes) -> go.Figure | None:
         bargap=0.25,
         height=160 + ROW_PX * len(labels),
         template="plotly_white",
-        margin={"l": 70, "r": 30, "t": 80, "b": 50},
-        legend={"orientation": "h", "y": -0.08, "yanchor": "top"},
+        # The legend above the rows, under the title: below them, at a height that grows
+        # with the rows, it fell on the x axis' title ("time (s)").
+        margin={"l": 70, "r": 30, "t": 110, "b": 50},
+        legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1.0, "yanchor": "bottom"},
     )
     return fig
 

@@ -11,6 +11,9 @@ on the page). Choices, and why:
   one hides that kind in both rows.
 - The idle time of each rank inside each series (a pipeline schedule) is shaded:
   the bubble.
+- Series that ran one after the other (GPipe then 1F1B, zero's stages, inference's
+  modes) are parted by a solid vertical line, each named over its own part of the
+  row: back to back they read as one run.
 - Every string that comes from a lesson, its params, the profile or a Span is
   passed through `html.escape`, hover text and bar labels included: Plotly
   renders a subset of HTML in those.
@@ -64,7 +67,10 @@ def build_figure(outcome: Outcome) -> go.Figure:
     unit, scale = _time_unit(max(timeline.end for _, _, timeline, _ in rows))
     # Row heights in pixels, so a bar keeps a readable thickness at any rank count.
     row_px = [max(140, 30 * len(_ranks(timeline)) + 40) for _, _, timeline, _ in rows]
-    gap_px = 70
+    # Series named over their rows (series_windows) need a line between the row's title
+    # and its plot.
+    parted = any(series_windows(timeline) for _, _, timeline, _ in rows)
+    gap_px = 90 if parted else 70
     height = sum(row_px) + gap_px * (len(rows) - 1) + 140
     fig = make_subplots(
         rows=len(rows),
@@ -74,6 +80,8 @@ def build_figure(outcome: Outcome) -> go.Figure:
         vertical_spacing=gap_px / height,
         subplot_titles=[escape(title) for title, _, _, _ in rows],
     )
+    if parted:
+        fig.update_annotations(yshift=18)  # the subplot titles, above the series' names
     in_legend: set[str] = set()
     for row, (_, is_measured, timeline, other) in enumerate(rows, 1):
         ranks = _ranks(timeline)
@@ -131,6 +139,7 @@ def build_figure(outcome: Outcome) -> go.Figure:
             in_legend.add(kind)
         if timeline.marks:
             _add_marks(fig, timeline, ranks, scale, row)
+        _add_series_dividers(fig, timeline, scale, row)
         fig.update_yaxes(
             categoryorder="array",
             categoryarray=[
@@ -185,6 +194,52 @@ def bubble_intervals(timeline: Timeline) -> list[tuple[int, float, float]]:
             if hi > cursor:
                 out.append((rank, cursor, hi))
     return out
+
+
+def series_windows(timeline: Timeline) -> list[tuple[str, float, float]]:
+    """(series, first start, last end) of each series of the timeline (a pipeline's
+    schedules, zero's stages, inference's modes, run one after the other), in the order
+    they ran; [] unless there are two or more to tell apart."""
+    windows: dict[str, list[float]] = {}
+    for span in timeline.spans:
+        if span.series is None:
+            continue
+        window = windows.setdefault(span.series, [span.start, span.end])
+        window[0], window[1] = min(window[0], span.start), max(window[1], span.end)
+    if len(windows) < 2:
+        return []
+    return sorted(((name, lo, hi) for name, (lo, hi) in windows.items()), key=lambda w: w[1])
+
+
+def _add_series_dividers(fig: go.Figure, timeline: Timeline, scale: float, row: int) -> None:
+    """Where one series ends and the next begins: a solid line at the end of the one
+    before (a schedule's last span; the next one's barrier starts there on some rank),
+    and each series' name over its own part of the row, so GPipe and 1F1B drawn side by
+    side read as two runs, not one."""
+    windows = series_windows(timeline)
+    for k, (name, start, _) in enumerate(windows):
+        if k:
+            boundary = windows[k - 1][2]
+            fig.add_vline(
+                x=boundary * scale,
+                line={"color": "#333", "width": 1.5},
+                row=row,
+                col=1,
+            )
+        fig.add_annotation(
+            x=(windows[k - 1][2] if k else start) * scale,
+            xref="x",
+            xanchor="left",
+            xshift=3,
+            y=1.0,
+            yref="y domain",
+            yanchor="bottom",
+            text=f"<b>{escape(name)}</b>",
+            showarrow=False,
+            font={"size": 11, "color": "#333"},
+            row=row,
+            col=1,
+        )
 
 
 def _time_unit(end: float) -> tuple[str, float]:

@@ -73,24 +73,29 @@ class LessonScreen(BilingualBindings, Screen[None]):
     """Controls, Gantt, narrative and panels of one lesson."""
 
     BINDINGS = [
-        *bilingual("escape", "escape", "app.back_or_cancel"),
+        # The footer's words are short (app.key_*) so that it fits 80 columns in either
+        # language; the help screen (?) says each key in full.
+        *bilingual("escape", "escape", "app.key_back"),
         *bilingual("r", "controls('run')", "app.run"),
         *bilingual("p", "controls('predict')", "app.predict"),
         *bilingual("o", "controls('ask_open')", "app.open", show=False),
-        *bilingual("space", "gantt('toggle_play')", "app.play"),
+        *bilingual("space", "gantt('toggle_play')", "app.key_play"),
         *bilingual("left", "gantt('step', -1)", "app.prev", show=False),
         *bilingual("right", "gantt('step', 1)", "app.next", show=False),
-        *bilingual("plus,equals_sign", "gantt('zoom', 2.0)", "app.zoom_in"),
+        *bilingual("plus,equals_sign", "gantt('zoom', 2.0)", "app.zoom_in", show=False),
         *bilingual("minus", "gantt('zoom', 0.5)", "app.zoom_out", show=False),
         *bilingual("shift+left", "gantt('pan', -0.25)", "app.pan_left", show=False),
         *bilingual("shift+right", "gantt('pan', 0.25)", "app.pan_right", show=False),
         *bilingual("home", "gantt('jump', False)", "app.home", show=False),
         *bilingual("end", "gantt('jump', True)", "app.end", show=False),
-        *bilingual("m", "gantt('next_mode')", "app.view"),
-        *bilingual("e", "export", "app.export"),
+        *bilingual("m", "gantt('next_mode')", "app.key_view"),
+        *bilingual("e", "export", "app.key_export"),
         *bilingual("w", "show_tab('tab-workers')", "app.show_workers", show=False),
         *bilingual("c", "show_tab('tab-curves')", "app.show_curves", show=False),
         *bilingual("question_mark", "help", "app.help"),
+        # The app's keys, kept out of this footer (80 columns hold the lesson's keys only).
+        *bilingual("l", "app.toggle_language", "app.language", show=False),
+        *bilingual("q", "app.quit", "app.quit", show=False),
     ]
 
     language: reactive[str] = reactive("en")
@@ -129,7 +134,7 @@ class LessonScreen(BilingualBindings, Screen[None]):
                             yield WorkersView(id="workers")
                         with TabPane("Curves", id="tab-curves"):
                             yield CurvesView(id="curves")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     @property
     def gantt(self) -> GanttView:
@@ -280,7 +285,8 @@ class LessonScreen(BilingualBindings, Screen[None]):
             index = None
         metric = ""
         if index is not None and self.outcome is not None:
-            metric = metric_line(self.lesson.narrative[index], self.outcome.metrics, series)
+            step = self.lesson.narrative[index]
+            metric = metric_line(step, self.outcome.metrics, series, self.language)
         panel.show(self.lesson, self.language, index, metric)
         panel.border_title = t("app.narrative", self.language)
 

@@ -104,6 +104,8 @@ class LessonControls(Vertical):
         form = self.query_one("#form", ParamForm)
         form.set_help(language)
         form.border_title = t("app.parameters", language)
+        if form.error is not None:  # the error line in the new language too
+            form.validate_form()
         self._show_status()
 
     # -- status ------------------------------------------------------------------------
@@ -187,7 +189,9 @@ class LessonControls(Vertical):
             )
         except RunCancelled:
             self.post_message(self.Failed("", cancelled=True))
-        except (RunFailed, session.UsageError) as exc:
+        except session.UsageError as exc:
+            self.post_message(self.Failed(exc.text(self.language)))
+        except RunFailed as exc:
             self.post_message(self.Failed(str(exc)))
         except Exception as exc:  # a bug must not take the app down: show it, stay usable
             self.post_message(self.Failed(f"{type(exc).__name__}: {exc}"))
@@ -196,6 +200,11 @@ class LessonControls(Vertical):
 
     def on_lesson_controls_records(self, message: Records) -> None:
         self.query_one("#progress", ProgressBar).advance(len(message.spans))
+
+    def watch_running(self, running: bool) -> None:
+        # The bar shows a run's progress only: once it ends, its line goes back to the form.
+        if not running and self.is_mounted:
+            self.query_one("#progress", ProgressBar).display = False
 
     def on_lesson_controls_ready(self, message: Ready) -> None:
         if self.running:
@@ -226,7 +235,7 @@ class LessonControls(Vertical):
         try:
             outcome = session.predict(self.lesson.name, form.raw())
         except session.UsageError as exc:
-            self.set_status("app.status_failed", error=str(exc))
+            self.set_status("app.status_failed", error=exc.text(self.language))
             return
         self.post_message(self.Ready(outcome))
         self.set_status("app.status_predicted")
@@ -250,7 +259,7 @@ class LessonControls(Vertical):
         try:
             outcome = replay(path)
         except session.UsageError as exc:
-            self.set_status("app.status_failed", error=str(exc))
+            self.set_status("app.status_failed", error=exc.text(self.language))
             return
         if outcome.lesson.name != self.lesson.name:
             wrong = t("app.wrong_scenario", self.language, name=outcome.lesson.name)

@@ -19,6 +19,8 @@ window, width, cursor, mode), so moving the cursor redraws only what changed.
 - Marks of the measured run (a failure ✕, its detection !, a restart ↻, a
   checkpoint ◆, a skipped step ⊘, a grown loss scale ↑) as one glyph in the rows
   of the rank they concern.
+- Several series in one run (GPipe then 1F1B; ZeRO's stages; inference's modes):
+  a divider where each next one starts, and their names on the time axis.
 
 Imports: textual and runtime.trace; never torch.
 """
@@ -42,6 +44,7 @@ from playground.widgets.gantt_draw import (
     GanttRow,
     axis_strip,
     row_strip,
+    series_starts,
 )
 from runtime.trace import Mark, Span, Timeline
 
@@ -79,6 +82,8 @@ class GanttView(Widget):
         self._comm: dict[int, GanttRow] = {}
         self._comm_predicted: dict[int, GanttRow] = {}
         self.marks: list[Mark] = []
+        # Per row kind (predicted or not): where each series starts, when there are several.
+        self.series: dict[bool, list[tuple[float, str]]] = {}
         self.events: list[float] = []  # span boundaries of the visible rows, sorted
         self.playing = False
         self._timer: Timer | None = None
@@ -147,6 +152,9 @@ class GanttView(Widget):
             if self.mode == "measured" and rank not in self._measured and rank in self._predicted:
                 rows.append(self._predicted[rank])  # nothing measured yet: show the plan
         self.rows = rows
+        self.series = {
+            p: series_starts([r for r in rows if r.predicted is p]) for p in (False, True)
+        }
         self.events = sorted({t for row in rows for s in row.spans for t in (s.start, s.end)})
         self._changed()
         self.refresh(layout=True)
@@ -267,9 +275,13 @@ class GanttView(Widget):
             self._cache.move_to_end(key)
             return cached
         if y == 0:
-            strip = axis_strip(plot, lo, step, cursor_col)
+            # The measured rows' series named on the axis (the predicted ones' if none ran).
+            named = self.series.get(False) or self.series.get(True, [])
+            strip = axis_strip(plot, lo, step, cursor_col, named)
         elif y - 1 < len(self.rows):
-            strip = row_strip(self.rows[y - 1], self.marks, plot, lo, step, cursor_col)
+            row = self.rows[y - 1]
+            dividers = [t for t, _ in self.series.get(row.predicted, [])[1:]]
+            strip = row_strip(row, self.marks, plot, lo, step, cursor_col, dividers)
         else:
             strip = Strip.blank(width)
         self._cache[key] = strip

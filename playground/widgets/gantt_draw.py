@@ -30,6 +30,8 @@ MODES = ("both", "measured", "predicted")
 IDLE = Style(color="#5A5A5A")
 CURSOR = Style(bgcolor="#FFFFFF", color="#000000", bold=True)
 AXIS = Style(color="#9A9A9A")
+# Where one series (a schedule, a ZeRO stage, an inference mode) hands over to the next.
+DIVIDER = Style(color="#FFFFFF", bold=True)
 CACHE_SIZE = 1024
 # Marks (failures, restarts, checkpoints) as one glyph in the rows they concern;
 # per-step marks are left out: the bars already show the steps.
@@ -106,24 +108,57 @@ class GanttRow:
         return best
 
 
-def axis_strip(plot: int, lo: float, step: float, cursor_col: int) -> Strip:
-    """The time axis: a tick every 16 columns."""
+def series_starts(rows: list[GanttRow]) -> list[tuple[float, str]]:
+    """(first start, series) of each series in the rows, in time order; empty unless two
+    or more run (GPipe then 1F1B, ZeRO's stages one after another). Barriers are left
+    out: a series begins with its own work."""
+    starts: dict[str, float] = {}
+    for row in rows:
+        for span in row.spans:
+            if span.series is not None and span.kind != "barrier":
+                starts[span.series] = min(span.start, starts.get(span.series, span.start))
+    return sorted((t, name) for name, t in starts.items()) if len(starts) > 1 else []
+
+
+def column(t: float, lo: float, step: float) -> int:
+    return int((t - lo) / step) if step > 0 else -1
+
+
+def axis_strip(
+    plot: int, lo: float, step: float, cursor_col: int, series: list[tuple[float, str]] = ()
+) -> Strip:
+    """The time axis: a tick every 16 columns; where several series run one after the
+    other, each one's name at its start (over the ticks: which one is which matters more)."""
     chars = [" "] * plot
+    styles = [AXIS] * plot
     every = 16
     for col in range(0, plot, every):
         text = format_seconds(max(0.0, lo + col * step))
         text = "|" + text
         if col + len(text) <= plot:
             chars[col : col + len(text)] = list(text)
+    for t, name in series:
+        col = max(0, column(t, lo, step))
+        text = list("┃" + name)[: max(0, plot - col)]
+        if col < plot:
+            chars[col : col + len(text)] = text
+            styles[col : col + len(text)] = [DIVIDER] * len(text)
     segments = [Segment(f"{'t':<{LABEL_WIDTH}}", AXIS)]
-    segments += styled(chars, [AXIS] * plot, cursor_col)
+    segments += styled(chars, styles, cursor_col)
     return Strip(segments)
 
 
 def row_strip(
-    row: GanttRow, marks: list[Mark], plot: int, lo: float, step: float, cursor_col: int
+    row: GanttRow,
+    marks: list[Mark],
+    plot: int,
+    lo: float,
+    step: float,
+    cursor_col: int,
+    dividers: list[float] = (),
 ) -> Strip:
-    """One rank's row: a bar per span (label inside when it fits), idle dots, marks."""
+    """One rank's row: a bar per span (label inside when it fits), idle dots, marks, and
+    a divider where the next series starts."""
     chars = ["·"] * plot
     styles = [IDLE] * plot
     owner: list[int | None] = [None] * plot
@@ -154,6 +189,10 @@ def row_strip(
             start = col + 1 + (end - col - 1 - len(label)) // 2
             chars[start : start + len(label)] = list(label)
         col = end
+    for t in dividers:
+        col = column(t, lo, step)
+        if 0 <= col < plot:
+            chars[col], styles[col] = "┃", DIVIDER
     if not row.predicted:
         for mark in marks:
             col = int((mark.t - lo) / step) if step > 0 else -1

@@ -12,6 +12,8 @@ Imports: textual and the pure metric types; never torch.
 
 from __future__ import annotations
 
+import re
+
 from textual.content import Content
 from textual.widgets import Static
 
@@ -19,6 +21,25 @@ from playground.formatting import metric_table, plain, text_list
 from playground.i18n import t
 from playground.prediction_error import budget_lines, budget_rows, budget_words
 from scenarios.metrics import Metric
+
+
+def break_name(name: str, width: int) -> list[str]:
+    """`name` in lines of at most `width`, broken after a `.` or `_` (never mid-word:
+    `collectives_per_layer.` / `backward.all_reduce`); a word longer than a line is cut."""
+    if len(name) <= width:
+        return [name]
+    parts = re.findall(r"[^._ ]+[._ ]?|[._ ]", name)
+    lines = [""]
+    for part in parts:
+        if lines[-1] and len(lines[-1]) + len(part) > width:
+            lines.append("")
+        while len(lines[-1]) + len(part) > width:  # a word wider than the panel: cut
+            room = width - len(lines[-1])
+            lines[-1] += part[:room]
+            part = part[room:]
+            lines.append("")
+        lines[-1] += part
+    return [line for line in lines if line]
 
 
 def metrics_content(
@@ -31,7 +52,7 @@ def metrics_content(
     if not metrics:
         return Content(t("app.no_metrics", language))
     lines: list[Content] = []
-    for section in metric_table(metrics):
+    for section in metric_table(metrics, language):
         indent = ""
         if section.series is not None:
             lines.append(Content.styled(section.series, "bold"))
@@ -49,7 +70,8 @@ def metrics_content(
                 "bold" if row.paired else "$foreground-muted",
             )
             if text_list(row.metric) and not row.paired:  # a list: one item per line
-                lines.append(Content.styled(label[0].rstrip(), label[1]))
+                for part in break_name(label[0].strip(), width - len(indent)):
+                    lines.append(Content.styled(indent + part, label[1]))
                 lines += [Content(f"{indent}  · {plain(v)}") for v in row.metric.value]
                 continue
             if row.paired:
@@ -61,7 +83,8 @@ def metrics_content(
             if len(label[0]) + len(values.plain) <= width:
                 lines.append(Content.assemble(label, values))
             else:
-                lines.append(Content.styled(label[0].rstrip(), label[1]))
+                for part in break_name(label[0].strip(), width - len(indent)):
+                    lines.append(Content.styled(indent + part, label[1]))
                 lines.append(Content.assemble(f"{indent}    ", values))
     # Last, as the text report prints it: the metrics stay where a narrow panel shows them.
     budget = budget_lines(budget_rows(metrics, headline), budget_words(language))

@@ -14,20 +14,24 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
-from playground.formatting import format_value
+from playground.formatting import format_value, localized
 from scenarios.base import Lesson, NarrativeStep
 from scenarios.metrics import Metric, find
 
 
-def metric_line(step: NarrativeStep, metrics: list[Metric], series: str | None) -> str:
-    """`name = value` of the metric the step quotes (measured, else predicted)."""
+def metric_line(
+    step: NarrativeStep, metrics: list[Metric], series: str | None, language: str = "en"
+) -> str:
+    """`name = value` of the metric the step quotes (measured, else predicted), its value
+    in `language` (a text's Spanish twin, a flag's sí/no)."""
     if not step.metric:
         return ""
     metric = find(metrics, step.metric, series)
     if metric is None:
         return ""
+    metric = localized(metric, language)
     value = metric.value if metric.value is not None else metric.predicted
-    return f"{metric.name} = {format_value(metric.unit, value)}"
+    return f"{metric.name} = {format_value(metric.unit, value, language)}"
 
 
 def narrative_content(

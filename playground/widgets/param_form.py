@@ -7,20 +7,49 @@ CLI and torchrun use), and the error shown under the field the ParamError
 names. The form posts `Changed` with the typed params, or with the error, so
 the screen can refuse to launch anything while the form is invalid.
 
+Layout, and why: the names' column is as wide as this lesson's longest name
+(a fixed width ran long names into their values: `checkpoint_every5`); a name
+that would leave too little room for its value, and a comma list (`stage`:
+ddp,zero1,…), take a line of their own with the value under them. A group of
+knobs shared by lessons (the MiniGPT's shape) is one collapsible section,
+folded until the learner opens it or an error names one of its fields, so the
+lesson's own knobs come first and the form fits a small terminal.
+
 Imports: textual and lesson definitions; never torch.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from textual.app import ComposeResult
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.widgets import Input, Label, Select, Static
+from textual.widgets import Collapsible, Input, Label, Select, Static
 
+from playground.i18n import t
+from playground.usage import param_error_text
 from scenarios.base import Lesson
-from scenarios.params import Knob, Mode, ParamError, Params
+from scenarios.params import KNOB, Knob, Mode, ParamError, Params
+
+# The names' column is at most this wide; a longer name gets a line of its own.
+MAX_LABEL = 17
+# Narrower than this beside the column, a value is cut to nothing (`gpu a ▼`): each name
+# then takes only its own width, and the values are no longer aligned.
+MIN_VALUE = 12
+
+
+def knob_groups(params: type[Params]) -> list[tuple[str | None, list[tuple[str, Knob]]]]:
+    """The lesson's own knobs (group None), then each shared group's (by its field name),
+    in declaration order."""
+    own: list[tuple[str, Knob]] = []
+    groups: list[tuple[str | None, list[tuple[str, Knob]]]] = []
+    for f in fields(params):
+        if KNOB in f.metadata:
+            own.append((f.name, f.metadata[KNOB]))
+        elif isinstance(f.default, Params):
+            groups.append((f.name, type(f.default).knobs()))
+    return [(None, own), *groups]
 
 
 class ParamForm(VerticalScroll):
@@ -29,10 +58,15 @@ class ParamForm(VerticalScroll):
     DEFAULT_CSS = """
     ParamForm { height: auto; max-height: 100%; }
     ParamForm .param { height: 1; }
-    ParamForm .param Label { width: 16; color: $text-muted; }
+    ParamForm .param.stacked { height: 2; layout: vertical; }
+    ParamForm .param.stacked > Input, ParamForm .param.stacked > Select { margin-left: 2; }
+    ParamForm .param Label { color: $text-muted; }
     ParamForm .param Input { border: none; height: 1; padding: 0; width: 1fr; }
     ParamForm .param Select { width: 1fr; height: 1; }
     ParamForm .param SelectCurrent { border: none; height: 1; padding: 0; }
+    ParamForm Collapsible { border: none; padding: 0; margin: 0; background: transparent; }
+    ParamForm Collapsible > Contents { padding: 0; }
+    ParamForm CollapsibleTitle { padding: 0; }
     ParamForm .error { color: $text-error; display: none; height: auto; padding-left: 2; }
     ParamForm .error.shown { display: block; }
     """
@@ -48,15 +82,38 @@ class ParamForm(VerticalScroll):
         self.knobs = lesson.params.knobs()
         self.values: Params | None = None
         self.error: str | None = None
+        self.language = "en"  # of the error lines: the screen's, set with the help
 
     def compose(self) -> ComposeResult:
         defaults = self.lesson.params().typed()
-        for name, knob in self.knobs:
-            with Horizontal(classes="param"):
-                yield Label(name)
-                yield self._input(name, knob, defaults[name])
-            yield Static(classes="error", id=f"error-{name}")
+        groups = knob_groups(self.lesson.params)
+        label_width = self.label_width = min(MAX_LABEL, 1 + max(len(n) for n, _ in self.knobs))
+        for group, knobs in groups:
+            rows = [
+                row for name, knob in knobs for row in self._row(name, knob, defaults, label_width)
+            ]
+            if group is None:
+                yield from rows
+            else:
+                # Folded: the lesson's own knobs come first; an error here unfolds it.
+                yield Collapsible(*rows, title=group, collapsed=True, id=f"group-{group}")
         yield Static(classes="error", id="error-form")
+
+    def _row(self, name: str, knob: Knob, defaults: dict[str, str], label_width: int):
+        stacked = len(name) >= label_width or knob.kind == "choices"
+        label = Label(name, classes="name")
+        label.styles.width = "auto" if stacked else label_width
+        row = (Vertical if stacked else Horizontal)(
+            label, self._input(name, knob, defaults[name]),
+            classes="param stacked" if stacked else "param",
+        )  # fmt: skip
+        return [row, Static(classes="error", id=f"error-{name}")]
+
+    def on_resize(self) -> None:
+        narrow = self.content_size.width - self.label_width < MIN_VALUE
+        for row in self.query(".param").exclude(".stacked"):
+            label = row.query_one(".name", Label)
+            label.styles.width = len(str(label.content)) + 1 if narrow else self.label_width
 
     @staticmethod
     def _input(name: str, knob: Knob, typed: str) -> Input | Select:
@@ -82,8 +139,11 @@ class ParamForm(VerticalScroll):
         return out
 
     def set_help(self, language: str) -> None:
+        self.language = language
         for name, _ in self.knobs:
             self.query_one(f"#param-{name}").tooltip = self.lesson.help(name)[language]
+        for group in self.query(Collapsible):
+            group.title = t(f"app.group_{(group.id or '').removeprefix('group-')}", language)
 
     def validate_form(self, mode: Mode = "predict") -> Params | None:
         """Parse the form; show the error under the field it names. The params, or None."""
@@ -94,12 +154,15 @@ class ParamForm(VerticalScroll):
             self.values = self.lesson.parse(self.raw(), mode)
             self.error = None
         except ParamError as exc:
-            self.values, self.error = None, str(exc)
+            self.values, self.error = None, param_error_text(exc, self.language)
             names = {name for name, _ in self.knobs}
             target_id = f"#error-{exc.field}" if exc.field in names else "#error-form"
             target = self.query_one(target_id, Static)
             target.update(f"⚠ {self.error}")
             target.add_class("shown")
+            for group in target.ancestors:
+                if isinstance(group, Collapsible):
+                    group.collapsed = False
         self.post_message(self.Changed(self.values, self.error))
         return self.values
 

@@ -109,6 +109,7 @@ class IntervalStudy:
     replicas: int
     work: float  # W, seconds of useful work per simulated run (at most: see `capped`)
     capped: str = ""  # what the Monte-Carlo left out to stay bounded, said in the output
+    capped_es: str = ""  # the same, in Spanish
 
     @property
     def overhead_at_optimum(self) -> float | None:
@@ -243,6 +244,7 @@ def study(
         replicas=replicas,
         work=WORK_MTBFS * mtbf,
         capped=_capped(points - int(feasible.sum()), shortened, points),
+        capped_es=_capped(points - int(feasible.sum()), shortened, points, "es"),
     )
 
 
@@ -285,9 +287,24 @@ def _fit_budget(whole: list[float], per_segment: list[float], replicas: int) -> 
     return runs(low)
 
 
-def _capped(skipped: int, shortened: int, points: int) -> str:
-    """What the Monte-Carlo left out to stay bounded, in words ("" when nothing)."""
+def _capped(skipped: int, shortened: int, points: int, language: str = "en") -> str:
+    """What the Monte-Carlo left out to stay bounded, in words ("" when nothing), in
+    `language` (en, es)."""
     said = []
+    if language == "es":
+        if shortened:
+            said.append(
+                f"{shortened} de {points} intervalos simulados en ejecuciones de menos de "
+                f"{WORK_MTBFS}·M de trabajo (a lo sumo {FAILURE_BUDGET:,} fallos simulados en "
+                "total)"
+            )
+        if skipped:
+            said.append(
+                f"{skipped} de {points} intervalos sin simular: un solo segmento de τ + C "
+                f"espera más de {MAX_FAILURES_PER_SEGMENT} fallos, "
+                "e^{R/M}(e^{(τ+C)/M} − 1); ahí queda solo la esperanza exacta"
+            )
+        return "; ".join(said)
     if shortened:
         said.append(
             f"{shortened} of {points} intervals simulated on runs shorter than "
@@ -315,5 +332,5 @@ def interval_metrics(study: IntervalStudy) -> list[Metric]:
         Metric("overhead_at_optimum_fraction", "fraction", study.overhead_at_optimum),
     ]
     if study.capped:  # the Monte-Carlo bounded its work: say what it left out
-        out.append(Metric("monte_carlo_capped", "text", study.capped))
+        out.append(Metric("monte_carlo_capped", "text", study.capped, es=study.capped_es or None))
     return out

@@ -79,7 +79,9 @@ class ResumeParams(Params):
         m = self.microbatches
         if m not in POWERS_OF_TWO:
             raise ParamError(
-                "microbatches", f"microbatches={m}: must be a power of two (the gradient tree)"
+                "microbatches",
+                f"microbatches={m}: must be a power of two (the gradient tree)",
+                es=f"microbatches={m}: debe ser una potencia de dos (el árbol de gradientes)",
             )
         for name in ("ranks", "resume_ranks"):
             n = getattr(self, name)
@@ -90,9 +92,15 @@ class ResumeParams(Params):
                     name,
                     f"{name}={n}: must be a power of two dividing microbatches={m}, so every "
                     "rank owns a whole subtree of the gradient sum",
+                    es=f"{name}={n}: debe ser una potencia de dos que divida microbatches={m}, "
+                    "para que cada rango tenga un subárbol entero de la suma de gradientes",
                 )
         if self.batch % m:
-            raise ParamError("batch", f"batch={self.batch}: must be a multiple of microbatches={m}")
+            raise ParamError(
+                "batch",
+                f"batch={self.batch}: must be a multiple of microbatches={m}",
+                es=f"batch={self.batch}: debe ser múltiplo de microbatches={m}",
+            )
         # Any save_cost and restart_cost, whatever mtbf: Daly's interval holds for
         # C < 2M and is M beyond (scenarios.failure_resume.interval), and the Monte-Carlo
         # that checks it caps its own work.

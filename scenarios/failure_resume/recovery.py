@@ -33,20 +33,28 @@ def check_faults(params: ResumeParams, faults: list[Fault]) -> None:
     for fault in faults:
         spec = fault.describe()
         if fault.step is not None and not 1 <= fault.step <= steps:
-            raise ParamError(None, f"--fault {spec!r}: step must be in 1..{steps} (steps={steps})")
+            raise ParamError(
+                None,
+                f"--fault {spec!r}: step must be in 1..{steps} (steps={steps})",
+                es=f"--fault {spec!r}: step debe estar en 1..{steps} (steps={steps})",
+            )
         if fault.during == "checkpoint":
             if not saves:
                 raise ParamError(
                     None,
                     f"--fault {spec!r}: no checkpoint is written (checkpoint_every="
                     f"{params.checkpoint_every} > steps={steps})",
+                    es=f"--fault {spec!r}: no se escribe ningún punto de control "
+                    f"(checkpoint_every={params.checkpoint_every} > steps={steps})",
                 )
             if fault.step is not None and fault.step not in saves:
+                written = ", ".join(map(str, saves[:6])) + ("…" if len(saves) > 6 else "")
                 raise ParamError(
                     None,
                     f"--fault {spec!r}: no checkpoint at step {fault.step}; checkpoints "
-                    f"are written at steps {', '.join(map(str, saves[:6]))}"
-                    + ("…" if len(saves) > 6 else ""),
+                    f"are written at steps {written}",
+                    es=f"--fault {spec!r}: no hay punto de control en el paso {fault.step}; "
+                    f"se escriben en los pasos {written}",
                 )
     failing = (f for f in faults if f.rank is not None and f.kind != "slow")
     later = sorted(failing, key=lambda f: f.step or 0)[1:]
@@ -58,6 +66,9 @@ def check_faults(params: ResumeParams, faults: list[Fault]) -> None:
                 f"--fault {fault.describe()!r}: after the first restart the run has "
                 f"resume_ranks={shrunk} ranks, so a later fault must name a rank in "
                 f"0..{shrunk - 1}",
+                es=f"--fault {fault.describe()!r}: tras el primer reinicio la ejecución tiene "
+                f"resume_ranks={shrunk} rangos, así que un fallo posterior debe nombrar un "
+                f"rango de 0..{shrunk - 1}",
             )
     if any(f.kind == "corrupt" for f in faults) and not any(
         f.kind not in ("corrupt", "slow") for f in faults
@@ -66,6 +77,8 @@ def check_faults(params: ResumeParams, faults: list[Fault]) -> None:
             None,
             "--fault 'corrupt:checkpoint=latest' only matters when a failure forces a "
             "restart: add a failure too, e.g. --fault kill:rank=1,step=12",
+            es="--fault 'corrupt:checkpoint=latest' solo importa cuando un fallo obliga a "
+            "reiniciar: añada también un fallo, p. ej. --fault kill:rank=1,step=12",
         )
 
 

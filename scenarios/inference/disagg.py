@@ -44,9 +44,17 @@ class Disaggregated:
     attainment: float
     goodput: float  # requests per second within the SLO
 
-    def describe(self) -> str:
+    def describe(self, language: str = "en") -> str:
+        """One line: the split, its latencies and goodput (`language`: en, es)."""
         gpus = self.prefill_gpus + self.decode_gpus
         ttft = "—" if self.ttft_p50 is None else f"{self.ttft_p50 * 1e3:.3g} ms"
+        if language == "es":
+            return (
+                f"{self.prefill_gpus} GPUs de prefill + {self.decode_gpus} de decode: TTFT p50 "
+                f"{ttft}, TPOT {self.tpot * 1e3:.3g} ms con lote {self.batch}"
+                f"{'' if self.keeps_up else ' (no da abasto)'}: {self.goodput:.3g} pet/s "
+                f"dentro del SLO ({self.attainment:.0%}), {self.goodput / gpus:.3g}/GPU"
+            )
         return (
             f"{self.prefill_gpus} prefill + {self.decode_gpus} decode GPUs: TTFT p50 {ttft}, "
             f"TPOT {self.tpot * 1e3:.3g} ms at batch {self.batch}"

@@ -30,17 +30,16 @@ from runtime.program import Program
 from runtime.trace import Timeline
 from scenarios.base import Hooks, Lesson, RankResult, RunData
 from scenarios.inference import predict as predicting
-from scenarios.inference import report
-from scenarios.inference.blocks import blocks_for
+from scenarios.inference import report, rules
+from scenarios.inference.goodput import goodput_curve
 from scenarios.inference.plan import MODES, Clock, Plan, Serving, plan
 from scenarios.inference.program import SeriesIndex, write_series
 from scenarios.inference.router import ROUTERS
 from scenarios.inference.stepmodel import DTYPE_BYTES, Shape, planning_device
-from scenarios.inference.trace import LENGTHS, TraceSpec, longest_context, make_trace
+from scenarios.inference.trace import LENGTHS, TraceSpec, make_trace
 from scenarios.metrics import Metric
 from scenarios.params import (
     Mode,
-    ParamError,
     Params,
     choice,
     choices,
@@ -53,11 +52,6 @@ from scenarios.shape import GPTShape
 from scenarios.texts import load_texts
 
 MAX_RUN_PARAMETERS = 1_000_000
-# `predict` plans every token of every mode's trace on every stage (some 7 us per
-# sequence step): this many, over the modes, plan in a fraction of a second.
-MAX_PREDICT_TOKENS = 30_000
-# ... and writes every position of every request in its block table: this many at most.
-MAX_PREDICT_POSITIONS = 400_000
 
 
 # -- parameters -------------------------------------------------------------------------
@@ -95,74 +89,7 @@ class InferenceParams(Params):
     price: float = number(2.0, 0.0, 1000.0)
 
     def check(self, mode: Mode) -> None:
-        for name in ("rate", "ttft_slo", "tpot_slo"):
-            if getattr(self, name) <= 0:
-                raise ParamError(name, f"{name}={getattr(self, name):g}: must be more than 0")
-        for m in self.mode:
-            degree = self.degree(m)
-            if mode == "run" and degree != self.ranks:
-                raise ParamError(
-                    m,
-                    f"{m}={degree}: a real run of mode {m} uses every rank "
-                    f"({self.ranks}); leave {m} out or give --ranks {degree}",
-                )
-        shape = self.shape
-        tp = self.degree("tp") if "tp" in self.mode else 1
-        if shape.heads % tp or shape.vocab % tp:
-            raise ParamError(
-                "tp",
-                f"tp={tp}: must divide heads={shape.heads} and "
-                f"vocab={shape.vocab} (each rank holds whole heads and "
-                "an equal slice of the vocabulary)",
-            )
-        if "pp" in self.mode and self.degree("pp") > shape.layers:
-            raise ParamError("pp", f"pp={self.degree('pp')}: at most layers={shape.layers} stages")
-        steps = (
-            self.requests
-            * self.output_len
-            * sum(self.degree(m) if m == "pp" else 1 for m in self.mode)
-        )
-        if mode == "predict" and steps > MAX_PREDICT_TOKENS:
-            raise ParamError(
-                "requests",
-                f"requests={self.requests}: requests x output_len, over the modes (x pp "
-                f"for pp), is at most {MAX_PREDICT_TOKENS:,} in predict, which plans every "
-                "token on every stage (fewer requests or a shorter output)",
-            )
-        longest = longest_context(self.trace_spec)
-        if mode == "predict" and self.requests * longest > MAX_PREDICT_POSITIONS:
-            raise ParamError(
-                "prompt_len",
-                f"prompt_len={self.prompt_len}: requests x longest request ({self.requests} x "
-                f"{longest} positions) is at most {MAX_PREDICT_POSITIONS:,} in "
-                "predict, which places every position in the KV cache",
-            )
-        if longest > shape.seq:
-            raise ParamError(
-                "prompt_len",
-                f"prompt_len={self.prompt_len}: a request may take {longest} positions (prefix, "
-                f"prompt and output) but the model's context is seq={shape.seq}",
-            )
-        if blocks_for(longest, self.kv_block) > self.kv_blocks:
-            raise ParamError(
-                "kv_blocks",
-                f"kv_blocks={self.kv_blocks}: the longest request "
-                f"needs {blocks_for(longest, self.kv_block)} blocks of {self.kv_block}",
-            )
-        if mode == "run":
-            minigpt = (
-                self.kv_heads in (0, shape.heads),
-                self.head_dim in (0, shape.head_dim),
-                self.dtype == "fp32",
-                self.params == "auto",
-            )
-            if not all(minigpt):
-                name = ("kv_heads", "head_dim", "dtype", "params")[minigpt.index(False)]
-                raise ParamError(
-                    name,
-                    f"{name}: a real run serves the fp32 MiniGPT (kv_heads = "
-                    "heads, head_dim = hidden/heads); other shapes are for predict",
-                )
+        rules.check(self, mode)  # scenarios/inference/rules.py
 
     @property
     def world_size(self) -> int:
@@ -331,7 +258,7 @@ RANK_ENTRY = "scenarios.inference.rank:run_rank"  # torch: never imported here
 HOOKS = Hooks(
     estimate,
     "prefill and decode step scales",
-    curves=lambda params: [predicting.goodput_curve(params)],  # goodput vs rate, per mode
+    figures=lambda params, model, run: ([], [goodput_curve(params, model, run, layout)]),
     lanes=lambda params, predicted, measured: (
         report.request_lanes(layout(params)[1], predicted, measured)
         # A lumped prediction has no Actions to read requests off: not worth the layout.

@@ -20,14 +20,14 @@ from runtime.costmodel import CostModel
 from runtime.trace import Span, Timeline
 from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
 from scenarios.inference.disagg import disaggregated
-from scenarios.inference.latency import served
+from scenarios.inference.latency import Served, served
 from scenarios.inference.plan import Plan, plan
 from scenarios.inference.program import requests_label
 from scenarios.inference.report import layout_metrics, serving_metrics
-from scenarios.inference.search import kv_blocks, sample, search, trace_blocks
-from scenarios.inference.stepmodel import Device, planning_device
+from scenarios.inference.search import kv_blocks, search, trace_blocks
+from scenarios.inference.stepmodel import Device
 from scenarios.inference.trace import make_trace
-from scenarios.metrics import Curve, Metric
+from scenarios.metrics import Metric
 
 if TYPE_CHECKING:
     from scenarios.inference.lesson import InferenceParams
@@ -100,8 +100,18 @@ def search_metrics(params: InferenceParams, device: Device) -> list[Metric]:
     return [
         Metric("configs_searched", "count", len(found)),
         Metric("configs_meeting_slo", "count", len(meeting)),
-        Metric("best_configs", "text", [f.describe(params.price) for f in meeting[:5]] or None),
-        Metric("disaggregated", "text", split.describe() if split else None),
+        Metric(
+            "best_configs",
+            "text",
+            [f.describe(params.price) for f in meeting[:5]] or None,
+            es=[f.describe(params.price, "es") for f in meeting[:5]] or None,
+        ),
+        Metric(
+            "disaggregated",
+            "text",
+            split.describe() if split else None,
+            es=split.describe("es") if split else None,
+        ),
     ]
 
 
@@ -115,26 +125,29 @@ def actions_bound(params: InferenceParams) -> int:
     return sum(iterations * params.degree(m) * per_rank for m in params.mode)
 
 
+def lumps(params: InferenceParams, model: CostModel) -> bool:
+    """Whether `predict` plans on the profile's clock: on a GPU profile, or where the
+    Program would be long."""
+    on_gpu = model.rates is not None and model.rates.peak_flops_per_s is not None
+    return on_gpu or actions_bound(params) > LUMP_ABOVE_ACTIONS
+
+
 def lump(params: InferenceParams, model: CostModel) -> Lumped | None:
     """`predict` on a GPU profile, or where the Program would be long: each mode's trace
     planned on the profile's clock, and the config search. None (simulate the Program)
     on this machine's clock at a size where that is quick."""
-    on_gpu = model.rates is not None and model.rates.peak_flops_per_s is not None
-    if not on_gpu and actions_bound(params) <= LUMP_ABOVE_ACTIONS:
-        return None
-    return on_clock(params, model)
+    return on_clock(params, model) if lumps(params, model) else None
 
 
-def on_clock(params: InferenceParams, model: CostModel) -> Lumped:
-    """Each mode's trace planned on `model`'s clock, read off the plan; the search."""
+def clock_plans(
+    params: InferenceParams, model: CostModel
+) -> tuple[list[tuple[str, Plan]], list[Metric]]:
+    """Each mode's trace planned on `model`'s clock (a KV pool as large as the device's
+    memory holds), and whether its weights fit at all (`weights_fit`, per mode)."""
     device = Device.of(model)
     requests = make_trace(params.trace_spec)
     shape = params.shape
-    out = [
-        Metric("kv_bytes_per_token", "bytes", shape.kv_bytes_per_token),
-        Metric("parameters", "count", int(shape.parameters)),
-    ]
-    plans = []
+    fits, plans = [], []
     for m in params.mode:
         serving = params.serving(m)
         blocks = kv_blocks(
@@ -146,15 +159,26 @@ def on_clock(params: InferenceParams, model: CostModel) -> Lumped:
             params.kv_blocks,
             trace_blocks(requests, serving.kv_block),
         )
-        out.append(Metric("weights_fit", "flag", blocks > 0, series=m))
+        fits.append(Metric("weights_fit", "flag", blocks > 0, series=m))
         if blocks > 0:
             serving = replace(serving, kv_blocks=blocks)
             plans.append((m, plan(shape, device, serving, requests)))
+    return plans, fits
+
+
+def on_clock(params: InferenceParams, model: CostModel) -> Lumped:
+    """Each mode's trace planned on `model`'s clock, read off the plan; the search."""
+    device = Device.of(model)
+    shape = params.shape
+    out = [
+        Metric("kv_bytes_per_token", "bytes", shape.kv_bytes_per_token),
+        Metric("parameters", "count", int(shape.parameters)),
+    ]
+    plans, fits = clock_plans(params, model)
+    out += fits
     timeline, _ = draw(plans)
     for series, planned in plans:
-        n = len(planned.iterations)
-        result = served(planned, [it.end for it in planned.iterations], [0.0] * n)
-        out += serving_metrics(params, series, planned, None, result)
+        out += serving_metrics(params, series, planned, None, read_plan(planned))
         tp = planned.serving.tp
         per_step = 2 * shape.layers + 1 if tp > 1 else 0
         out.append(Metric("collectives_per_decode_step", "count", None, per_step, series=series))
@@ -163,45 +187,7 @@ def on_clock(params: InferenceParams, model: CostModel) -> Lumped:
     return Lumped(timeline, FORMULA, out)
 
 
-RATE_FACTORS = (0.25, 1.0, 4.0, 16.0, 64.0)
-CURVE_TOKENS = 600  # output tokens (x stages) planned per point and mode
-
-
-def goodput_curve(params: InferenceParams) -> Curve:
-    """Goodput against the offered rate for each mode, on this machine's planning clock:
-    the trace drawn again at each rate (the same seed), a sample of it planned as the
-    config search plans one (scenarios.inference.search.sample)."""
-    rates = [params.rate * f for f in RATE_FACTORS]
-    lines: dict[str, list[float]] = {m: [] for m in params.mode}
-    slo = (params.ttft_slo, params.tpot_slo)
-    first = max(1, min(params.requests, CURVE_TOKENS // max(1, params.output_len) + 1))
-    for rate in rates:
-        # the first requests of the trace at this rate: the sample planned below
-        requests = make_trace(replace(params.trace_spec, rate=rate, requests=first))
-        for m in params.mode:
-            serving = params.serving(m)
-            share = sample(requests, serving.pp, CURVE_TOKENS)
-            planned = plan(params.shape, planning_device(), serving, share)
-            n = len(planned.iterations)
-            result = served(planned, [it.end for it in planned.iterations], [0.0] * n)
-            lines[m].append(rate * result.attainment(*slo))
-    lines["offered"] = rates
-    slos = f"(TTFT ≤ {params.ttft_slo:g} s, TPOT ≤ {params.tpot_slo:g} s)"
-    return Curve(
-        title=f"Goodput vs request rate {slos}",
-        x_label="requests per second offered",
-        y_label="requests per second within the SLO",
-        x=rates,
-        lines=lines,
-        marks={"rate": params.rate},
-        y_unit="number",
-        log_x=True,
-        x_unit="number",  # requests per second
-        es={
-            f"Goodput vs request rate {slos}": f"Goodput frente a tasa de peticiones {slos}",
-            "requests per second offered": "peticiones por segundo ofrecidas",
-            "requests per second within the SLO": "peticiones por segundo dentro del SLO",
-            "offered": "ofrecidas",
-            "rate": "tasa",
-        },
-    )
+def read_plan(planned: Plan) -> Served:
+    """What the clients saw on the plan's own clock."""
+    n = len(planned.iterations)
+    return served(planned, [it.end for it in planned.iterations], [0.0] * n)

@@ -58,7 +58,8 @@ class SeriesIndex:
 def requests_label(it: Iteration) -> str:
     ids = [p.request for p in it.pieces if not p.padding]
     shown = ",".join(str(i) for i in ids[:4]) + ("…" if len(ids) > 4 else "")
-    return f"{'prefill' if it.prefill else 'decode'} r{shown}"
+    # "req 3", never "r3": the timeline names rank 3 that way.
+    return f"{'prefill' if it.prefill else 'decode'} req {shown}"
 
 
 class _Writer:

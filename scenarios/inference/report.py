@@ -74,7 +74,15 @@ def serving_metrics(
     shape, serving = params.shape, plan.serving
     per_block = kv_bytes_per_block(shape, serving.tp, shape.layers // serving.pp, serving.kv_block)
     out += [
-        Metric("meets_slo", "flag", predicted.attainment(*slo) >= params.attainment, series=series),
+        # Whether the share of requests within the SLO reaches `attainment`: the run's
+        # (its value) beside the prediction's, each read off its own timeline.
+        Metric(
+            "meets_slo",
+            "flag",
+            measured.attainment(*slo) >= params.attainment if measured else None,
+            predicted.attainment(*slo) >= params.attainment,
+            series=series,
+        ),
         Metric(
             "kv_bytes_per_rank",
             "bytes",
@@ -108,10 +116,33 @@ def collectives_seen(index: SeriesIndex, timeline: Timeline) -> float | None:
     return seen / len(decode)
 
 
+def peak_concurrency(plan: Plan) -> int:
+    """The most sequences in flight at once in the plan (over its engines): each from the
+    start of the first iteration it is in to the end of the one that finishes it. At most
+    the requests, and max_batch per engine."""
+    held: dict[int, list[float]] = {}
+    for it in plan.iterations:
+        for piece in it.pieces:
+            if piece.padding:
+                continue
+            start_end = held.setdefault(piece.request, [it.start, it.end])
+            start_end[1] = max(start_end[1], it.end)
+    # At a tie an ending sequence leaves before a starting one is counted (-1 < +1).
+    events = sorted((t, d) for a, b in held.values() for t, d in ((a, 1), (b, -1)))
+    peak = now = 0
+    for _, d in events:
+        now += d
+        peak = max(peak, now)
+    return peak
+
+
 def layout_metrics(series: str, plan: Plan, shape: Shape, device: Device) -> list[Metric]:
     """What the layout costs by the step model on `device`: TP's collectives in one decode
     step of one sequence at the trace's mean context, PP's idle share of the stages (the
-    bubble, large at low load), and how many of the longest requests the KV pool holds."""
+    bubble, large at low load); how many of the longest requests the KV pool could hold
+    (its capacity, as vLLM's "maximum concurrency" says it: more than the trace's
+    requests when the pool is large) and how many sequences the plan runs at once (at
+    most the requests, and max_batch per engine)."""
     serving = plan.serving
     out = []
     if serving.tp > 1:
@@ -126,7 +157,8 @@ def layout_metrics(series: str, plan: Plan, shape: Shape, device: Device) -> lis
         out.append(Metric("pp_bubble_fraction", "fraction", None, bubble, series=series))
     longest = max((r.context + 1 for r in plan.requests), default=1)
     fits = serving.kv_blocks // blocks_for(longest, serving.kv_block)
-    out.append(Metric("max_concurrent_sequences", "count", fits, series=series))
+    out.append(Metric("kv_capacity_sequences", "count", fits, series=series))
+    out.append(Metric("max_concurrent_sequences", "count", peak_concurrency(plan), series=series))
     return out
 
 
@@ -161,7 +193,8 @@ def request_lanes(
                     # moment on each timeline (the modes before it took their own time).
                     arrived, first, last = (t - zero for t in view.times[rid])
                     phases = (("TTFT: wait + prefill", arrived, first), ("decode", first, last))
-                    rows.append(Lane(f"r{rid}", source, phases))
+                    # "req 3", never "r3": that is how the timeline names rank 3.
+                    rows.append(Lane(f"req {rid}", source, phases))
         title = f"{index.series}: each request, arrival → first token → last token"
         out.append(Lanes(title, tuple(rows), omitted=max(0, len(requests) - LANE_REQUESTS)))
     return out

@@ -52,8 +52,15 @@ class Found:
         """Requests within the SLO per dollar at `price` per GPU-hour."""
         return self.goodput * 3600 / (self.serving.gpus * price) if price > 0 else 0.0
 
-    def describe(self, price: float) -> str:
+    def describe(self, price: float, language: str = "en") -> str:
+        """One line: the layout, its goodput, per GPU and per dollar (`language`: en, es)."""
         s = self.serving
+        if language == "es":
+            return (
+                f"tp{s.tp}·pp{s.pp}·×{s.replicas} lote {s.max_batch}: "
+                f"{self.goodput:.3g} pet/s dentro del SLO ({self.attainment:.0%}), "
+                f"{self.per_gpu:.3g}/GPU, {self.per_dollar(price):,.0f}/$"
+            )
         return (
             f"tp{s.tp}·pp{s.pp}·×{s.replicas} batch {s.max_batch}: "
             f"{self.goodput:.3g} req/s in SLO ({self.attainment:.0%}), "

@@ -72,17 +72,27 @@ class MixedParams(Params):
     )
     microbatch: int = integer(8, 1, 64, 1 << 16)
     # The number-format explorer: what fp16 and bf16 store for a value the learner types.
-    value: float = field(default=1e-5, metadata={KNOB: Knob("float")})
+    # 1e-7 by default, a small gradient's size: fp16 keeps it as a subnormal of one
+    # significant bit (2 x 2^-24 = 1.192e-07, 19% off) where bf16 keeps 1.001e-07. At
+    # 1e-5 both store the same 1.0014e-05: fp16's subnormal step, 2^-24, is bf16's step
+    # there (2^-17 x 2^-7), so the formats looked alike at the old default.
+    value: float = field(default=1e-7, metadata={KNOB: Knob("float")})
 
     def check(self, mode: Mode) -> None:
         if not math.isfinite(self.value):
-            raise ParamError("value", f"value={self.value}: a finite number (the format explorer)")
+            raise ParamError(
+                "value",
+                f"value={self.value}: a finite number (the format explorer)",
+                es=f"value={self.value}: un número finito (el explorador de formatos)",
+            )
         first = self.first_bucket_cap
         if first and not KiB <= first <= self.bucket_cap:
             raise ParamError(
                 "first_bucket_cap",
                 f"first_bucket_cap={first}: 0 (no smaller first bucket) or from 1KiB to "
                 f"bucket_cap={self.bucket_cap}",
+                es=f"first_bucket_cap={first}: 0 (sin un primer bucket más pequeño) o de "
+                f"1KiB a bucket_cap={self.bucket_cap}",
             )
 
     @property
@@ -143,16 +153,23 @@ def check_faults(params: MixedParams, faults: list[Fault]) -> None:
                     "precision",
                     f"--fault {spec!r}: only fp16 has a loss scaler to skip the step; "
                     "add fp16 to precision",
+                    es=f"--fault {spec!r}: solo fp16 tiene un escalador de pérdida que salte "
+                    "el paso; añada fp16 a precision",
                 )
             if fault.step is not None and not 1 <= fault.step <= params.steps:
                 raise ParamError(
-                    "steps", f"--fault {spec!r}: step must be in 1..{params.steps} (steps)"
+                    "steps",
+                    f"--fault {spec!r}: step must be in 1..{params.steps} (steps)",
+                    es=f"--fault {spec!r}: step debe estar en 1..{params.steps} (steps)",
                 )
         elif not fault.timed and fault.kind != "slow":
             raise ParamError(
                 None,
                 f"--fault {spec!r}: this lesson honours overflow:step=K[,rank=R], slow and "
                 "timed kill/hang faults; step and checkpoint kills are failure-resume's",
+                es=f"--fault {spec!r}: esta lección admite overflow:step=K[,rank=R], slow y "
+                "los fallos kill/hang temporizados; los kill por paso o por punto de control "
+                "son de failure-resume",
             )
 
 

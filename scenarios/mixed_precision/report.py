@@ -198,13 +198,28 @@ def _agreements(results: list[MixedResult], by_series: dict[str, Variant]) -> li
     return flags
 
 
+# What formats.classify says, in Spanish (overflow and underflow are the course's terms).
+CLASSES_ES = {
+    "exact": "exacto",
+    "normal": "normal",
+    "subnormal": "subnormal",
+    "underflow": "underflow",
+    "overflow": "overflow",
+}
+
+
 def explorer(value: float) -> list[Metric]:
     """What fp16 and bf16 store for the learner's `value`, and what became of it."""
     out = [Metric("value", "number", value)]
     for fmt in ("fp16", "bf16"):
         out += [
             Metric(f"value_{fmt}", "number", formats.stored(value, fmt)),
-            Metric(f"value_{fmt}_is", "text", formats.classify(value, fmt)),
+            Metric(
+                f"value_{fmt}_is",
+                "text",
+                formats.classify(value, fmt),
+                es=CLASSES_ES[formats.classify(value, fmt)],
+            ),
         ]
     return out
 

@@ -70,6 +70,9 @@ class PipelineParams(Params):
                     f"layers={self.model.layers}: {schedule} cuts the model into "
                     f"{shape.virtual_stages} stages (stages x chunks), so it needs at least "
                     "that many layers",
+                    es=f"layers={self.model.layers}: {schedule} corta el modelo en "
+                    f"{shape.virtual_stages} etapas (stages x chunks), así que necesita al "
+                    "menos esas capas",
                 )
         if mode == "predict" and self.compute_slots > MAX_PREDICT_SLOTS:
             raise ParamError(
@@ -79,6 +82,11 @@ class PipelineParams(Params):
                 f"predict simulates every one, at most {MAX_PREDICT_SLOTS:,} (as "
                 "interleaved at stages=64, microbatches=256, chunks=4): fewer microbatches "
                 "or schedules at once",
+                es=f"microbatches={self.microbatches}: {self.compute_slots:,} huecos de "
+                f"cómputo (stages x microbatches x chunks x 2, x 3 en zb-h1, sobre las "
+                f"planificaciones); predict simula cada uno, a lo sumo {MAX_PREDICT_SLOTS:,} "
+                "(como interleaved con stages=64, microbatches=256, chunks=4): menos "
+                "microlotes o menos planificaciones a la vez",
             )
 
     @property
@@ -306,6 +314,15 @@ def tokens(params: PipelineParams) -> tuple[str, float]:
     return ("tokens", float(params.microbatches * params.microbatch_size * params.model.seq))
 
 
+def cores_fact(
+    params: PipelineParams, model: CostModel, run: RunData | None
+) -> tuple[list[Metric], list]:
+    """How many CPU cores the prediction shares among the ranks (the machine's, as its
+    calibration found them; none on a GPU profile): the narrative's bubble step speaks of
+    ranks sharing cores, true only where they outnumber them, so it points here."""
+    return [Metric("cpu_cores", "count", model.cores)], []
+
+
 RANK_ENTRY = "scenarios.pipeline.rank:run_rank"  # what each rank runs (torch: never imported here)
 # Large pipelines: `predict` builds each slot once (scenarios.pipeline.lumped).
 HOOKS = Hooks(
@@ -315,6 +332,7 @@ HOOKS = Hooks(
     items=tokens,
     preload=GRADIENT_MODULES,
     headline=("makespan_s",),
+    figures=cores_fact,
 )
 LESSON = Lesson(
     "pipeline", 5, TEXTS, PipelineParams, PipelineResult, build, metrics, RANK_ENTRY, HOOKS

@@ -71,25 +71,41 @@ def check(schedule: str, shape: Shape) -> None:
     p, m, v = shape.stages, shape.microbatches, shape.chunks
     if schedule not in SCHEDULES:
         raise ScheduleError(
-            "schedule", f"unknown schedule {schedule!r}; allowed: {', '.join(SCHEDULES)}"
+            "schedule",
+            f"unknown schedule {schedule!r}; allowed: {', '.join(SCHEDULES)}",
+            es=f"planificación desconocida {schedule!r}; se admiten: {', '.join(SCHEDULES)}",
         )
     if p < 2:
-        raise ScheduleError("stages", f"stages={p}: a pipeline needs p >= 2 stages")
+        raise ScheduleError(
+            "stages",
+            f"stages={p}: a pipeline needs p >= 2 stages",
+            es=f"stages={p}: un pipeline necesita p >= 2 etapas",
+        )
     if not 1 <= m <= MAX_MICROBATCHES:
         raise ScheduleError(
-            "microbatches", f"microbatches={m}: must be from 1 to {MAX_MICROBATCHES}"
+            "microbatches",
+            f"microbatches={m}: must be from 1 to {MAX_MICROBATCHES}",
+            es=f"microbatches={m}: debe estar entre 1 y {MAX_MICROBATCHES}",
         )
     if schedule == "interleaved":
         if v < 2:
-            raise ScheduleError("chunks", f"chunks={v}: interleaved needs v >= 2 chunks per rank")
+            raise ScheduleError(
+                "chunks",
+                f"chunks={v}: interleaved needs v >= 2 chunks per rank",
+                es=f"chunks={v}: interleaved necesita v >= 2 trozos por rango",
+            )
         if m % p:
             raise ScheduleError(
                 "microbatches",
                 f"microbatches={m}: interleaved needs m to be a multiple of p={p} (Megatron's rule)",
+                es=f"microbatches={m}: interleaved necesita que m sea múltiplo de p={p} "
+                "(la regla de Megatron)",
             )
     elif v != 1:
         raise ScheduleError(
-            "chunks", f"chunks={v}: only the interleaved schedule uses v > 1 chunks per rank"
+            "chunks",
+            f"chunks={v}: only the interleaved schedule uses v > 1 chunks per rank",
+            es=f"chunks={v}: solo la planificación interleaved usa v > 1 trozos por rango",
         )
 
 

@@ -57,6 +57,8 @@ class RingParams(Params):
                 "size",
                 f"size={self.size}: must be a whole number of {self.dtype} elements "
                 f"({self.itemsize} bytes each)",
+                es=f"size={self.size}: debe ser un número entero de elementos {self.dtype} "
+                f"({self.itemsize} bytes cada uno)",
             )
 
     @property

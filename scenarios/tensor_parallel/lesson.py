@@ -72,19 +72,27 @@ class TPParams(Params):
         ):
             if value % tp:
                 what = {"hidden": "columns", "heads": "heads", "vocab": "vocabulary rows"}[name]
+                que = {"hidden": "columnas", "heads": "cabezas", "vocab": "filas del vocabulario"}
                 raise ParamError(
                     name,
                     f"{name}={value}: tp={tp} must divide it (each rank holds 1/tp of the {what})",
+                    es=f"{name}={value}: tp={tp} debe dividirlo (cada rango tiene 1/tp de las "
+                    f"{que[name]})",
                 )
         if self.sequence_parallel and shape.seq % tp:
             raise ParamError(
-                "seq", f"seq={shape.seq}: with sp=on, tp={tp} must divide it (one shard each)"
+                "seq",
+                f"seq={shape.seq}: with sp=on, tp={tp} must divide it (one shard each)",
+                es=f"seq={shape.seq}: con sp=on, tp={tp} debe dividirlo (un trozo cada rango)",
             )
         if mode == "predict" and self.predict_actions > MAX_PREDICT_ACTIONS:
             raise ParamError(
                 "layers",
                 f"layers={shape.layers}: {self.predict_actions:,} actions (tp x actions per rank); "
                 f"predict simulates every one, at most {MAX_PREDICT_ACTIONS:,}: fewer layers or a smaller tp",
+                es=f"layers={shape.layers}: {self.predict_actions:,} acciones (tp x acciones "
+                f"por rango); predict simula cada una, a lo sumo {MAX_PREDICT_ACTIONS:,}: "
+                "menos capas o un tp menor",
             )
 
     @property

@@ -228,9 +228,8 @@ def metrics(
             Metric("peak_total_bytes", "bytes", peak, total, s.name),
             Metric("fits_gpu_memory", "flag", fits, total <= cap, s.name),
         ]
-        for refusal in refusals:
-            out.append(Metric("refusal", "text", refusal["en"], series=s.name))
-            out.append(Metric("refusal_es", "text", refusal["es"], series=s.name))
+        for refusal in refusals:  # English the value, Spanish its twin
+            out.append(Metric("refusal", "text", refusal["en"], series=s.name, es=refusal["es"]))
     peaks = {k: find(out, "peak_total_bytes", k) for k in ("zero3", "fsdp2")}
     if run is not None and all(p is not None and p.value for p in peaks.values()):
         ratio = peaks["zero3"].value / peaks["fsdp2"].value  # type: ignore[union-attr,operator]

@@ -12,7 +12,10 @@ or one GPU takes too long (time), and each calls for its own cure:
 - both: the two at once, 3D (TP × PP × DP), as the planner lays it out.
 
 The verdict and its reason are written in both languages (scenarios.why_distribute
-.phrases). Inference is diagnosed beside training: its weights and KV cache only.
+.phrases), every word of them: the pressure, the axis and the strategy are names
+here (PRESSURES, the axes, STRATEGIES' keys) and words in texts.toml [phrases]
+(`pressure_*`, `axis_*`, `strategy_*`). Inference is diagnosed beside training: its
+weights and KV cache only.
 
 Imports: the lesson's own modules (no torch).
 """
@@ -24,13 +27,14 @@ from dataclasses import dataclass
 
 from runtime import formulas
 from scenarios.shape import GPTShape
+from scenarios.texts import LANGUAGES
 from scenarios.why_distribute.footprint import (
     Layout,
     inference_bytes,
     one_gpu_seconds,
     training_bytes,
 )
-from scenarios.why_distribute.phrases import both
+from scenarios.why_distribute.phrases import both, phrase
 
 PRESSURES = ("none", "time", "memory", "both")
 
@@ -44,8 +48,13 @@ class Diagnosis:
     inference: dict[str, float]
     axis: str  # what is too big for one GPU: none, activations, optimizer, grads, weights
     wide: bool  # one layer alone does not fit: its weights must be split across GPUs
-    strategy: str
+    strategy: str  # in English: "ZeRO-1", "3D: TP inside a node, …"
     reason: dict[str, str]  # one sentence per language
+    strategy_text: dict[str, str]  # the strategy in every language
+
+    def pressure_text(self) -> dict[str, str]:
+        """The pressure in every language (none, time, memory, both as words)."""
+        return both(f"pressure_{self.pressure}")
 
     @property
     def fits(self) -> bool:
@@ -92,14 +101,15 @@ def what_is_too_big(memory: dict[str, float], gpu_memory: float) -> str:
     return "none"
 
 
+# (pressure, what is too big) -> the strategy, a key of texts.toml [phrases] `strategy_*`.
 STRATEGIES = {
-    ("none", "none"): "one GPU",
-    ("time", "none"): "DDP",
-    ("memory", "activations"): "recompute activations, or TP with sequence parallelism",
-    ("memory", "optimizer"): "ZeRO-1",
-    ("memory", "grads"): "ZeRO-2",
-    ("memory", "weights"): "ZeRO-3/FSDP, or PP across nodes",
-    ("memory", "wide"): "TP inside a node, then PP across nodes",
+    ("none", "none"): "one_gpu",  # one GPU
+    ("time", "none"): "ddp",  # DDP
+    ("memory", "activations"): "recompute",  # recompute activations, or TP with SP
+    ("memory", "optimizer"): "zero1",  # ZeRO-1
+    ("memory", "grads"): "zero2",  # ZeRO-2
+    ("memory", "weights"): "zero3",  # ZeRO-3/FSDP, or PP across nodes
+    ("memory", "wide"): "wide",  # TP inside a node, then PP across nodes
 }
 
 
@@ -125,11 +135,12 @@ def diagnose(
     too_slow = one_gpu_s > deadline_s
     pressure = PRESSURES[(2 if not fits else 0) + (1 if too_slow else 0)]
     if pressure == "both":
-        strategy = "3D: TP inside a node, PP across nodes, DP outermost"
+        strategy = "3d"  # 3D: TP inside a node, PP across nodes, DP outermost
     elif pressure == "memory":
         strategy = STRATEGIES[("memory", "wide" if wide else axis)]
     else:
         strategy = STRATEGIES[(pressure, "none")]
+    strategy_text = both(f"strategy_{strategy}")
     total = sum(memory.values())
     values = dict(
         states=_gb(sum(v for k, v in memory.items() if k != "activations")),
@@ -139,18 +150,36 @@ def diagnose(
         gpu=_gb(gpu_memory),
         days=f"{one_gpu_s / 86400:.3g}",
         deadline=f"{deadline_s / 86400:.3g}",
-        strategy=strategy,
-        axis=axis,
         gpus=max(1, math.ceil(total / gpu_memory)),
         faster=max(1, math.ceil(one_gpu_s / deadline_s)) if deadline_s > 0 else 1,
     )
     key = f"reason_{pressure}" + ("_wide" if pressure == "memory" and wide else "")
     if pressure == "none" and not math.isfinite(deadline_s):
         key = "reason_none_open"  # no deadline given: nothing to be late for
-    reason = both(key, **values)
+    # The strategy and the axis in the sentence's own language (a Spanish reason once
+    # said "lo que sobra es weights: ZeRO-3/FSDP, or PP across nodes").
+    reason = {
+        language: phrase(
+            key,
+            language,
+            **values,
+            strategy=strategy_text[language],
+            axis=phrase(f"axis_{axis}", language),
+        )
+        for language in LANGUAGES
+    }
     inference = inference_bytes(psi, shape, precision, micro)
     return Diagnosis(
-        memory, gpu_memory, one_gpu_s, deadline_s, inference, axis, wide, strategy, reason
+        memory,
+        gpu_memory,
+        one_gpu_s,
+        deadline_s,
+        inference,
+        axis,
+        wide,
+        strategy_text["en"],
+        reason,
+        strategy_text,
     )
 
 

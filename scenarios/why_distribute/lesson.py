@@ -46,11 +46,17 @@ from scenarios.texts import load_texts
 from scenarios.why_distribute import demo, report
 from scenarios.why_distribute.footprint import shape_for
 from scenarios.why_distribute.gpus import GPUS
+from scenarios.why_distribute.phrases import phrase
 from scenarios.zero.lesson import FSDP2_MODULES
 
 # The MiniGPT the real demonstration trains (fp32, Adam): big enough that its training
 # state, not its activations, is what the cap refuses; small enough for 2 cores.
 DEMO_SHAPE: dict[str, int] = dict(layers=2, hidden=64, heads=4, seq=16, vocab=64)
+
+
+def _refused(field: str, key: str, **values: object) -> ParamError:
+    """A rule between the params, broken: texts.toml [phrases] `key`, English and Spanish."""
+    return ParamError(field, phrase(key, "en", **values), es=phrase(key, "es", **values))
 
 
 # -- parameters -------------------------------------------------------------------------
@@ -81,17 +87,15 @@ class WhyParams(Params):
 
     def check(self, mode: Mode) -> None:
         if self.ranks & (self.ranks - 1):
-            raise ParamError("ranks", f"ranks={self.ranks}: must be a power of two (2, 4, 8)")
+            raise _refused("ranks", "ranks_power_of_two", ranks=self.ranks)
         if self.gpus % min(self.gpus_per_node, self.gpus):
-            raise ParamError(
-                "gpus",
-                f"gpus={self.gpus}: must be whole nodes of gpus_per_node={self.gpus_per_node}",
-            )
+            raise _refused("gpus", "whole_nodes", gpus=self.gpus, per_node=self.gpus_per_node)
         if self.global_batch and self.global_batch < self.microbatch_size:
-            raise ParamError(
+            raise _refused(
                 "global_batch",
-                f"global_batch={self.global_batch}: at least microbatch_size="
-                f"{self.microbatch_size} (or 0: auto)",
+                "global_batch_small",
+                batch=self.global_batch,
+                micro=self.microbatch_size,
             )
 
     # -- what the params mean -------------------------------------------------------------

@@ -36,6 +36,7 @@ class PriceTable:
     as_of: date
     currency: str
     prices: dict[str, dict[str, float]]  # gpu -> tier -> $/GPU-hour
+    source_es: str = ""  # the source in Spanish (the English one where none is given)
 
     def price(self, gpu: str, spot: bool) -> float | None:
         """$/GPU-hour of `gpu` (None when the table does not list it)."""
@@ -75,4 +76,4 @@ def price_table() -> PriceTable:
                 raise PriceTableError(f"prices.toml: {name}.{tier} must be a positive number")
             row[tier] = float(value)
         prices[name] = row
-    return PriceTable(source, as_of, currency, prices)
+    return PriceTable(source, as_of, currency, prices, str(data.get("source_es", source)))

@@ -8,8 +8,9 @@ sentence for the recommended plan against the budget (.budget) at the price of
 the shipped table (.prices) unless `price` is given. Also the DDP scaling curve
 on the GPU profile: where DDP stops scaling because communication dominates.
 
-Sentences (the reason, why a plan loses, the budget) come in both languages:
-the English one as `<name>`, the Spanish one as `<name>_es`.
+Words and sentences (the pressure, the strategy, the reason, the plan and why a
+plan loses, the budget sentence) come in both languages as one metric: the English
+one as its value, the Spanish one as its twin (Metric.es).
 
 Imports: runtime's pure part, the lesson's own modules (no torch).
 """
@@ -17,12 +18,13 @@ Imports: runtime's pure part, the lesson's own modules (no torch).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from runtime import formulas
 from runtime.program import Action
-from scenarios.metrics import Curve, Metric
+from scenarios.metrics import Curve, Metric, Value
 from scenarios.why_distribute import footprint, planner
 from scenarios.why_distribute.budget import Estimate, Verdict, sentence
 from scenarios.why_distribute.costs import Problem
@@ -107,14 +109,18 @@ def diagnosis_metrics(params: WhyParams) -> list[Metric]:
         Metric("fits_one_gpu", "flag", d.fits),
         Metric("one_gpu_days", "number", d.one_gpu_s / 86400),
         Metric("deadline_days", "number", d.deadline_s / 86400 if params.deadline else None),
-        Metric("pressure", "text", d.pressure),
-        Metric("strategy", "text", d.strategy),
-        Metric("reason", "text", d.reason["en"]),
-        Metric("reason_es", "text", d.reason["es"]),
+        said("pressure", d.pressure_text()),
+        said("strategy", d.strategy_text),
+        said("reason", d.reason),
         Metric("inference_bytes", "bytes", sum(d.inference.values())),
         Metric("inference_fits_one_gpu", "flag", d.inference_fits),
     ]
     return out
+
+
+def said(name: str, texts: Mapping[str, Value]) -> Metric:
+    """A text metric from its texts by language: English the value, Spanish its twin."""
+    return Metric(name, "text", texts["en"], es=texts["es"])
 
 
 def _per_param(params: WhyParams) -> float:
@@ -134,7 +140,7 @@ def plan_metrics(params: WhyParams) -> list[Metric]:
             lang: phrase("no_plan", lang, gpus=params.gpus, gpu=params.gpu, needed=needed)
             for lang in LANGUAGES
         }
-        return [*out, Metric("recommended", "text", line["en"]), Metric("plan", "text", [])]
+        return [*out, said("recommended", line), Metric("plan", "text", [], es=[])]
     ranked = plans.by_cost if params.rank_by == "cost" else plans.by_time
     shown = ranked[: params.top]
     rule = footprint.rule_of_thumb_seconds(
@@ -146,9 +152,12 @@ def plan_metrics(params: WhyParams) -> list[Metric]:
         Metric("step_s", "s", None, best.step_s, "recommended"),
         Metric("train_days", "number", None, best.train_days),
         Metric("train_days_rule_of_thumb", "number", rule / 86400),
-        Metric("plan", "text", [_row(i, p) for i, p in enumerate(shown, 1)]),
-        Metric("plan_why", "text", _why(shown, params.rank_by, "en", pb.per_node)),
-        Metric("plan_why_es", "text", _why(shown, params.rank_by, "es", pb.per_node)),
+        said(
+            "plan", {lang: [_row(i, p, lang) for i, p in enumerate(shown, 1)] for lang in LANGUAGES}
+        ),
+        said(
+            "plan_why", {lang: _why(shown, params.rank_by, lang, pb.per_node) for lang in LANGUAGES}
+        ),
         Metric("dp_only_fits", "flag", plans.dp_only.fits),
     ]
     for part, seconds in best.parts.items():
@@ -156,11 +165,18 @@ def plan_metrics(params: WhyParams) -> list[Metric]:
     return out + budget_metrics(params, best)
 
 
-def _row(i: int, plan: planner.Plan) -> str:
-    sim = "simulated" if plan.simulated else "closed form"
-    return (
-        f"{i}. {plan.name}: {plan.gpus} GPUs, step {plan.step_s:.3g} s, "
-        f"{plan.train_days:,.3g} days, ${plan.cost_usd:,.0f} ({sim})"
+def _row(i: int, plan: planner.Plan, language: str) -> str:
+    how = phrase("plan_simulated" if plan.simulated else "plan_closed_form", language)
+    return phrase(
+        "plan_row",
+        language,
+        i=i,
+        name=plan.name,
+        gpus=plan.gpus,
+        step=f"{plan.step_s:.3g}",
+        days=f"{plan.train_days:,.3g}",
+        cost=f"${plan.cost_usd:,.0f}",
+        how=how,
     )
 
 
@@ -201,16 +217,22 @@ def budget_metrics(params: WhyParams, best: planner.Plan) -> list[Metric]:
     )
     verdict = Verdict(estimate, params.budget)
     table = price_table()
-    source = "price given" if params.price else f"{table.source} ({table.as_of.isoformat()})"
+    date = table.as_of.isoformat()
+    sources = {"en": table.source, "es": table.source_es}
+    source = {
+        lang: phrase("price_given", lang)
+        if params.price
+        else phrase("price_source", lang, source=sources[lang], date=date)
+        for lang in LANGUAGES
+    }
     return [
         Metric("price_per_gpu_hour_usd", "number", estimate.price),
-        Metric("price_source", "text", source),
+        said("price_source", source),
         Metric("cost_estimate_usd", "number", estimate.cost),
         Metric("budget_usd", "number", params.budget),
         Metric("budget_left_usd", "number", verdict.left),
         Metric("budget_accepted", "flag", verdict.accepted),
-        Metric("budget_sentence", "text", sentence(verdict, "en")),
-        Metric("budget_sentence_es", "text", sentence(verdict, "es")),
+        said("budget_sentence", {lang: sentence(verdict, lang) for lang in LANGUAGES}),
     ]
 
 

@@ -82,18 +82,25 @@ class ZeroParams(Params):
                     "precision",
                     f"precision={self.precision}: a real run here trains in fp32; "
                     "mixed (fp16 params and grads, K = 12) is for predict",
+                    es=f"precision={self.precision}: una ejecución real aquí entrena en fp32; "
+                    "mixed (parámetros y gradientes en fp16, K = 12) es para predict",
                 )
             if self.psi != shape_count:
                 raise ParamError(
                     "params",
                     f"params={self.psi}: a real run trains the MiniGPT of the shape knobs "
                     f"({shape_count:,} parameters); other sizes are for predict",
+                    es=f"params={self.psi}: una ejecución real entrena la MiniGPT que dan "
+                    f"layers, hidden, heads, seq y vocab ({shape_count:,} parámetros); otros "
+                    "tamaños son para predict",
                 )
         if self.ranks > self.psi:
             raise ParamError(
                 "ranks",
                 f"ranks={self.ranks}: more ranks than the model has parameters "
                 f"(Ψ = {self.psi:,}) to shard",
+                es=f"ranks={self.ranks}: más rangos que parámetros tiene el modelo "
+                f"(Ψ = {self.psi:,}) para repartir",
             )
 
     @property
