@@ -13,7 +13,7 @@
 `--json` prints one indented document (with `--compact`, on one line). Exit status: 0
 success; 2 bad input (one line on stderr, in the learner's language, saying what is
 wrong and what is allowed, never a traceback); 1 a failed run (which rank, why);
-130 interrupted. Output piped into a reader that stops early (`| head -1`)
+130 interrupted (SIGINT), 143 terminated (SIGTERM: its ranks end too). Output piped into a reader that stops early (`| head -1`)
 ends quietly.
 
 The front end of DESIGN.md's picture; never imports torch (`predict` stays
@@ -30,10 +30,11 @@ from typing import NoReturn
 
 from playground.budget import add_parser as add_budget_parser
 from playground.budget import cmd_budget
+from playground.cli_params import raw_params
 from playground.formatting import plain
 from playground.i18n import default_language, t
 from playground.report import check_outputs, dumps, report, report_calibration
-from playground.usage import UsageError, argparse_text, param_usage_error
+from playground.usage import UsageError, argparse_text
 from playground.worker_figures import check_settings
 
 SHOW_MAX_RANKS = 256
@@ -163,30 +164,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _raw_params(args: argparse.Namespace) -> dict[str, str]:
-    """The -p pairs, with --ranks N as the lesson's ranks field (refused if both disagree)."""
-    from scenarios.base import parse_param_args
-    from scenarios.params import ParamError, shown
-    from scenarios.registry import LESSONS
-
-    for pair in args.param:  # what parse_param_args refuses, said in the learner's language
-        key, eq, _ = pair.partition("=")
-        if not eq or not key.strip():
-            raise UsageError.said("cli.malformed_param", pair=shown(pair))
-    try:
-        raw = parse_param_args(args.param)
-    except ParamError as exc:
-        raise param_usage_error(exc) from None
-    if args.ranks is not None and args.scenario in LESSONS:
-        name = LESSONS[args.scenario].params.ranks_field
-        if name in raw and raw[name] != str(args.ranks):
-            raise UsageError.said(
-                "cli.ranks_disagree", name, ranks=args.ranks, name=name, value=plain(raw[name])
-            )
-        raw[name] = str(args.ranks)
-    return raw
-
-
 # -- commands -------------------------------------------------------------------
 def cmd_list(args: argparse.Namespace) -> int:
     from scenarios.registry import lessons
@@ -216,7 +193,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from playground import session
 
     check_outputs(args)
-    outcome = session.predict(args.scenario, _raw_params(args), hardware=args.hardware)
+    outcome = session.predict(args.scenario, raw_params(args), hardware=args.hardware)
     return report(outcome, args)
 
 
@@ -228,7 +205,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(t("cli.calibrating", n=world), file=sys.stderr)
 
     check_outputs(args)  # before any rank starts: a bad path must not cost a whole run
-    raw = _raw_params(args)
+    raw = raw_params(args)
     from playground.metrics_server import serving
 
     try:  # --metrics-port: listening (or refused) before any rank starts, for the run's life
@@ -261,7 +238,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from playground.program_text import program_doc, program_lines
     from playground.session import resolve
 
-    lesson, params = resolve(args.scenario, _raw_params(args), "predict")
+    lesson, params = resolve(args.scenario, raw_params(args), "predict")
     if params.world_size > SHOW_MAX_RANKS:  # a line per rank: beyond this, nobody reads it
         raise UsageError.said("cli.show_too_many", most=SHOW_MAX_RANKS, n=params.world_size)
     program = lesson.build(params)
@@ -320,7 +297,12 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    os.umask(0o077)  # what a command writes under the state dir is the user's alone
     args = build_parser().parse_args(argv)
+    if args.command in ("run", "calibrate"):  # commands that start ranks: SIGTERM as SIGINT
+        from runtime.spawn import end_on_sigterm
+
+        end_on_sigterm()
     try:
         check_settings()  # PLAYGROUND_STRAGGLER_RATIO, in one line before anything runs
         if args.command is None:
@@ -334,9 +316,10 @@ def main(argv: list[str] | None = None) -> int:
             f"playground: {t('cli.error', language)}: {plain(exc.text(language))}", file=sys.stderr
         )
         return 2
-    except KeyboardInterrupt:
-        print(f"playground: {t('cli.cancelled')}", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM as runtime.spawn.Terminated
+        term = type(exc).__name__ == "Terminated"
+        print(f"playground: {t('cli.terminated' if term else 'cli.cancelled')}", file=sys.stderr)
+        return 143 if term else 130
     except BrokenPipeError:
         # The reader went away (`| head -1`): stop quietly, as cat and grep do. Point
         # stdout at /dev/null so the interpreter's final flush cannot fail again.

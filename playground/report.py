@@ -24,6 +24,7 @@ from playground.prediction_error import budget_lines, budget_words
 from playground.session import Outcome, UsageError
 from runtime import calibration
 from runtime.costmodel import WAKE, CostModel
+from runtime.files import NotRegularFile, check_regular
 from runtime.units import format_seconds
 from scenarios.metrics import finite
 
@@ -39,6 +40,9 @@ def report(outcome: Outcome, args: argparse.Namespace) -> int:
             from playground.export.chrome_trace import write_trace
 
             write_trace(outcome, args.trace)
+    except NotRegularFile as exc:  # became a FIFO or a device since check_outputs
+        flag = "--export" if str(exc.filename) == str(args.export) else "--trace"
+        raise _not_regular(flag, exc.filename, exc.slug) from None
     except OSError as exc:
         path = plain(str(exc.filename or args.export or args.trace))
         raise UsageError.said("cli.cannot_write", path=path, reason=exc.strerror or exc) from None
@@ -100,9 +104,27 @@ def _escaped(match: re.Match[str]) -> str:
     return f"\\u{code:04x}"
 
 
+def _not_regular(flag: str, path: object, slug: str) -> UsageError:
+    said = {
+        lang: t(
+            "cli.output_not_regular",
+            lang,
+            flag=flag,
+            path=plain(path),
+            kind=t(f"files.kind.{slug}", lang),
+        )
+        for lang in ("en", "es")
+    }
+    return UsageError(said["en"], es=said["es"])
+
+
 def check_outputs(args: argparse.Namespace) -> None:
     """--export and --trace must name files this user can write: checked before any work,
-    by writing (and removing) a probe file beside them."""
+    by writing (and removing) a probe file beside them. Each is a new path or a regular
+    file (a FIFO, a device or a socket there is refused, never replaced). A `run` checks
+    its runs folder too (runtime.rundirs: ours, or new, or empty)."""
+    if getattr(args, "command", None) == "run":
+        check_runs_dir()
     for flag, path in (("--export", args.export), ("--trace", args.trace)):
         if path is None:
             continue
@@ -111,6 +133,12 @@ def check_outputs(args: argparse.Namespace) -> None:
             raise UsageError.said("cli.output_empty", flag=flag)
         if where.is_dir():
             raise UsageError.said("cli.output_is_dir", flag=flag, path=plain(path))
+        try:  # judged by what a link points to: a link to /dev/null is a device
+            check_regular(where)
+        except NotRegularFile as exc:
+            raise _not_regular(flag, path, exc.slug) from None
+        except OSError:  # a new path (or a dangling link, replaced): the probe below says
+            pass
         parent = where.parent if str(where.parent) else Path(".")
         if not parent.is_dir():
             raise UsageError.said(
@@ -126,6 +154,22 @@ def check_outputs(args: argparse.Namespace) -> None:
             raise UsageError.said(
                 "cli.output_cannot_write", flag=flag, path=plain(path), reason=reason
             ) from None
+
+
+def check_runs_dir() -> None:
+    """The runs folder can hold a new run (runtime.rundirs.runs_root): one line if not,
+    before any rank starts and before anything in it is changed."""
+    from runtime.rundirs import RunsDirError, check_runs_root
+
+    try:
+        check_runs_root()
+    except RunsDirError as exc:
+        key = "cli.runs_dir_not_a_folder" if exc.kind == "not_a_folder" else "cli.runs_dir_not_ours"
+        raise UsageError.said(key, path=plain(exc.path)) from None
+    except OSError as exc:
+        raise UsageError.said(
+            "saved.cannot_read", path=plain(exc.filename or ""), reason=exc.strerror or exc
+        ) from None
 
 
 def report_calibration(model: CostModel, as_json: bool, compact: bool = False) -> None:

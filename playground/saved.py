@@ -25,6 +25,7 @@ from playground.usage import os_reason
 from runtime import calibration
 from runtime.compute import ComputeRates
 from runtime.costmodel import CostModel
+from runtime.files import NotRegularFile, TooLarge, read_bounded
 from runtime.launch import LaunchResult
 from runtime.profiles import PROFILES
 
@@ -55,6 +56,28 @@ def replay(path: str | Path) -> Outcome:
         if path.is_dir():
             return _replay_dir(path)
         return _replay_file(path)
+    except NotRegularFile as exc:  # a device, a FIFO, a socket: refused before it is opened
+        said = {
+            lang: t(
+                "saved.not_regular",
+                lang,
+                path=plain(exc.filename or path),
+                kind=t(f"files.kind.{exc.slug}", lang),
+            )
+            for lang in ("en", "es")
+        }
+        raise UsageError(said["en"], es=said["es"]) from None
+    except TooLarge as exc:  # grew past the cap while read (st_size said less)
+        said = {
+            lang: t(
+                "saved.invalid",
+                lang,
+                path=plain(exc.filename or path),
+                detail=t("saved.too_large", lang, mib=exc.limit // 2**20),
+            )
+            for lang in ("en", "es")
+        }
+        raise UsageError(said["en"], es=said["es"]) from None
     except OSError as exc:
         reason = {lang: os_reason(exc, lang) for lang in ("en", "es")}
         raise UsageError(
@@ -68,10 +91,10 @@ def replay(path: str | Path) -> Outcome:
         ) from None
 
 
-def _read(path: Path) -> bytes:
-    if path.stat().st_size > schema.MAX_FILE_BYTES:
-        raise _said("saved.too_large", mib=schema.MAX_FILE_BYTES // 2**20)
-    return path.read_bytes()
+def _read(path: Path, limit: int = schema.MAX_FILE_BYTES) -> bytes:
+    """At most `limit` bytes of the regular file `path` (runtime.files.read_bounded: a
+    device, a FIFO or a socket is refused before it is opened; st_size is not trusted)."""
+    return read_bounded(path, limit)
 
 
 def _replay_file(path: Path) -> Outcome:
@@ -112,10 +135,14 @@ def _lesson(name: str, raw: dict) -> tuple:
 
 def _replay_dir(path: Path) -> Outcome:
     run_file = path / "run.json"
-    if not run_file.is_file():
+    if not run_file.exists():
         raise UsageError.said("saved.no_run_json", path=plain(path))
+    # Every file of the dir counts against one cap: 4096 ranks of 256 MiB each were
+    # a terabyte read in.
+    budget = schema.MAX_FILE_BYTES
     try:  # named, as a rank file is: the dir holds several
-        meta: schema.TorchrunMeta = schema.decode(_read(run_file), schema.TorchrunMeta)
+        data = _read(run_file, schema.SIDECAR_MAX_BYTES)
+        meta: schema.TorchrunMeta = schema.decode(data, schema.TorchrunMeta)
         lesson, params = _lesson(meta.scenario, meta.params)
     except schema.SavedRunError as exc:
         raise _within(run_file.name, exc) from None
@@ -124,12 +151,25 @@ def _replay_dir(path: Path) -> Outcome:
     raw_results, timelines = [], []
     for rank in range(meta.world_size):
         rank_file = path / f"rank{rank}.json"
-        if not rank_file.is_file():
+        if not rank_file.exists():
             raise UsageError.said(
                 "saved.missing_rank", path=plain(path), file=rank_file.name, rank=rank
             )
+        if budget <= 0:
+            raise UsageError.said(
+                "saved.dir_too_large", path=plain(path), mib=schema.MAX_FILE_BYTES // 2**20
+            )
         try:
-            doc: schema.TorchrunRank = schema.decode(_read(rank_file), schema.TorchrunRank)
+            data = _read(rank_file, budget)
+        except TooLarge:
+            if budget == schema.MAX_FILE_BYTES:  # this one file is too large: said as such
+                raise
+            raise UsageError.said(
+                "saved.dir_too_large", path=plain(path), mib=schema.MAX_FILE_BYTES // 2**20
+            ) from None
+        budget -= len(data)
+        try:
+            doc: schema.TorchrunRank = schema.decode(data, schema.TorchrunRank)
             schema.check_costs(doc.result)
             decode_results(lesson, [doc.result])
         except ValueError as exc:  # SavedRunError too: say which of the files is wrong

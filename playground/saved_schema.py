@@ -14,6 +14,7 @@ Imports: msgspec and the pure timeline types; never torch.
 
 from __future__ import annotations
 
+import codecs
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -22,7 +23,11 @@ from msgspec import Meta, Struct
 from runtime.trace import Counter, Mark, Span, Timeline
 from scenarios.metrics import ALL_CATEGORIES, UNITS, Curve, Metric
 
+# What replay reads, at most (runtime.files.read_bounded): a saved run's --json document,
+# or all the files of a torchrun --out dir together; its run.json alone, a few hundred
+# bytes, at most SIDECAR_MAX_BYTES.
 MAX_FILE_BYTES = 256 * 2**20
+SIDECAR_MAX_BYTES = 2**20
 PRINTABLE = r"^[^\x00-\x1f\x7f-\x9f]*$"  # no control characters (C0, DEL, C1)
 
 Name = Annotated[str, Meta(max_length=120, pattern=PRINTABLE)]
@@ -158,8 +163,17 @@ class ProfileDoc(Struct, frozen=True):
     source: Text = ""
 
 
-Spans = Annotated[list[SpanDoc], Meta(max_length=5_000_000)]
-Counters = Annotated[list[CounterDoc], Meta(max_length=5_000_000)]
+# A real run records a few thousand spans (a pipeline of 256 microbatches: ~10k), and a
+# prediction is summarised to a few: 5M spans of 50 bytes fit under MAX_FILE_BYTES and
+# took 24 s and 2.7 GB to replay. A million of each replays in a few seconds.
+MAX_RECORDS = 1_000_000
+# msgspec checks a list's max_length only once it has decoded it whole (9 s and 1.8 GB
+# for 4.5M spans): the objects of a document are counted first, in a tenth of a second.
+# Every span, counter, mark and metric is one; a brace inside a string counts too, so a
+# document near the limit with braces in its labels is refused as well (none is real).
+MAX_OBJECTS = 2 * MAX_RECORDS
+Spans = Annotated[list[SpanDoc], Meta(max_length=MAX_RECORDS)]
+Counters = Annotated[list[CounterDoc], Meta(max_length=MAX_RECORDS)]
 Marks = Annotated[list[MarkDoc], Meta(max_length=100_000)]
 
 
@@ -259,6 +273,9 @@ class RankCosts(Struct, frozen=True):
     p2p: Annotated[list[tuple[Bytes, Seconds]], Meta(max_length=100_000)] = []
 
 
+_CHUNK = 2**20
+
+
 class SavedRunError(ValueError):
     """A saved run that is not one: the message names the first bad field."""
 
@@ -267,12 +284,18 @@ def decode(data: bytes, kind: type[Struct]) -> Any:
     """`data` as `kind`, or SavedRunError with one line."""
     if len(data) > MAX_FILE_BYTES:
         raise SavedRunError(f"larger than {MAX_FILE_BYTES // 2**20} MiB")
-    try:
-        # msgspec checks UTF-8 only in what it decodes: bytes that are not UTF-8 in a key
-        # it skips were let through, so a file that is not JSON was accepted.
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SavedRunError(f"not JSON (not UTF-8 at byte {exc.start})") from None
+    if data.count(b"{") > MAX_OBJECTS:
+        raise SavedRunError(f"more than {MAX_OBJECTS} objects")
+    # msgspec checks UTF-8 only in what it decodes: bytes that are not UTF-8 in a key
+    # it skips were let through, so a file that is not JSON was accepted. Checked a MiB
+    # at a time: the whole file decoded at once was a second copy of it in memory.
+    check = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(data)
+    for at in range(0, len(data) + 1, _CHUNK):
+        try:
+            check.decode(view[at : at + _CHUNK], final=at + _CHUNK >= len(data))
+        except UnicodeDecodeError as exc:
+            raise SavedRunError(f"not JSON (not UTF-8 at byte {at + exc.start})") from None
     try:
         return msgspec.json.decode(data, type=kind)
     except msgspec.ValidationError as exc:
@@ -293,17 +316,24 @@ def check_costs(result: dict[str, Any]) -> None:
         raise SavedRunError(str(exc).splitlines()[0]) from None
 
 
+# The docs declare the timeline types' fields in the same order (a test checks it), so a
+# doc's tuple builds one: a third of the time of a dict of keywords, per span.
+_astuple = msgspec.structs.astuple
+
+
 def span(doc: SpanDoc) -> Span:
     if doc.end < doc.start:
         raise SavedRunError(f"a span of rank {doc.rank} ends before it starts")
-    return Span(**msgspec.structs.asdict(doc))
+    return Span(*_astuple(doc))
 
 
 def timeline(spans: list[SpanDoc], counters=(), marks=()) -> Timeline:
+    if len(spans) + len(counters) + len(marks) > 2 * MAX_RECORDS:
+        raise SavedRunError(f"more than {2 * MAX_RECORDS} records in one timeline")
     return Timeline(
         [span(s) for s in spans],
-        [Counter(**msgspec.structs.asdict(c)) for c in counters],
-        [Mark(**msgspec.structs.asdict(m)) for m in marks],
+        [Counter(*_astuple(c)) for c in counters],
+        [Mark(*_astuple(m)) for m in marks],
     )
 
 

@@ -29,7 +29,7 @@ from playground.prediction_error import BudgetRow, budget_doc, budget_rows, erro
 from playground.usage import UsageError, as_usage_error, param_usage_error
 from runtime import calibration
 from runtime.costmodel import CostModel, slowed
-from runtime.faults import parse_faults, slow_factors
+from runtime.faults import parse_faults, refuse_unreachable, slow_factors
 from runtime.profiles import PROFILES, get_profile, profile_names
 from runtime.program import Program
 from runtime.refine import refine_compute, refine_dispatch, refine_p2p
@@ -182,14 +182,17 @@ def run(
     # start on a large pipeline).
     from runtime.launch import LaunchSpec, launch
     from runtime.pool import RankPool
-    from runtime.rundirs import drop_checkpoints
-    from runtime.spawn import warm_start
+    from runtime.rundirs import check_runs_root, drop_checkpoints
+    from runtime.spawn import check_host, warm_start
 
     requested_ns = time.perf_counter_ns()
     lesson, params = resolve(name, raw, "run")
     world = params.world_size
     check_backend(backend)
     try:
+        check_runs_root()  # a runs folder that is ours (or new), before anything is written
+        if host is not None:  # an address of this machine, before any rank tries it
+            check_host(host)
         parsed_faults = parse_faults(faults or [], world)
         # Lessons with steps and checkpoints check step faults against their params.
         lesson.hooks.check_faults(params, parsed_faults)
@@ -224,6 +227,10 @@ def run(
         # The prediction shown while the run goes (the app's), and a check that the
         # Program can finish: a deadlock is refused before any rank starts.
         before = simulate(program, model)
+        try:  # and a timed fault the run would never live to fire
+            refuse_unreachable(parsed_faults, before.makespan)
+        except ValueError as exc:
+            raise as_usage_error(exc) from None
         spec = LaunchSpec(
             lesson.rank_entry,
             world,

@@ -125,12 +125,13 @@ def keep_freed_memory() -> None:
 
 def log_to(run_dir: str, rank: int) -> None:
     """This process's stdout and stderr (file descriptors 1 and 2) into `rank<R>.log`
-    of `run_dir`: at the start, and again for each job of a warm rank."""
+    of `run_dir`: at the start, and again for each job of a warm rank (each job has its
+    own run directory). A new file, private: never one already there, nor the target of
+    a symlink planted in its place (O_EXCL, O_NOFOLLOW; the rank then fails, named)."""
     sys.stdout.flush()
     sys.stderr.flush()
-    log = os.open(
-        os.path.join(run_dir, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644
-    )
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND
+    log = os.open(os.path.join(run_dir, f"rank{rank}.log"), flags, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)

@@ -31,7 +31,7 @@ from typing import Any
 from runtime.calibration_busy import busy_gather_scale, busy_ring_scales, busy_scale
 from runtime.compute import ComputeRates, block_flops, fit_block, split_fractions
 from runtime.costmodel import WAKE, CostModel
-from runtime.files import write_text_atomic
+from runtime.files import make_private_dir, read_text_bounded, write_text_atomic
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
 METHOD_VERSION = 24
@@ -65,6 +65,10 @@ PARALLEL_SHAPE = (64, 4, 32)
 # (hidden, tokens, seq) of the block timed in fp32, fp16 and bf16 (ComputeRates'
 # slowdowns): the mixed-precision lesson's default model and microbatch.
 LOW_PRECISION_SHAPE = (64, 256, 32)
+
+
+# The cache holds a few hundred bytes per (host, backend, world size): more is not ours.
+CACHE_MAX_BYTES = 16 * 2**20
 
 
 def cache_dir() -> Path:
@@ -102,8 +106,8 @@ def cache_key(backend: str, world_size: int, host: str | None = None) -> str:
 
 def _load_cache() -> dict[str, Any]:
     try:
-        return json.loads(cache_file().read_text())
-    except (OSError, ValueError):
+        return json.loads(read_text_bounded(cache_file(), CACHE_MAX_BYTES))
+    except (OSError, ValueError):  # absent, not a file, too large, not JSON: start afresh
         return {}
 
 
@@ -113,7 +117,9 @@ def save(model: CostModel, backend: str, world_size: int) -> None:
     method = f"v{METHOD_VERSION}"
     data = {k: v for k, v in _load_cache().items() if k.rsplit("|", 1)[-1] == method}
     data[cache_key(backend, world_size)] = model.describe()
-    cache_dir().mkdir(parents=True, exist_ok=True)
+    # Private (0700 folder, 0600 file): it names this host and what it measured. A folder
+    # the user chose (PLAYGROUND_CACHE_DIR) is used as it is.
+    make_private_dir(cache_dir(), tighten="PLAYGROUND_CACHE_DIR" not in os.environ)
     write_text_atomic(cache_file(), json.dumps(data, indent=1))
 
 

@@ -44,7 +44,8 @@ def disk() -> float:
         for n in range(3):
             path = os.path.join(folder, f"probe{n}")
             start = time.perf_counter()
-            with open(path, "wb") as f:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
@@ -77,8 +78,7 @@ def checkpoint_seconds(rank: int) -> list[float] | None:
             large = step % 2  # by turns: a slow spell catches both alike
             dist.barrier()
             start = time.perf_counter()
-            tmp = ckpt.tmp_dir(folder, step)
-            tmp.mkdir(parents=True, exist_ok=True)
+            tmp = ckpt.make_tmp_dir(folder, step)
             if rank == 0:
                 for name, pair in tensors.items():
                     ckpt.write_tensors(tmp, name, pair[large])

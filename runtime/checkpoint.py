@@ -48,10 +48,20 @@ import numpy as np
 from safetensors.numpy import load as load_safetensors
 from safetensors.numpy import save as save_safetensors
 
+from runtime.files import (
+    PRIVATE_DIR,
+    PRIVATE_FILE,
+    check_regular,
+    read_bounded,
+    read_text_bounded,
+)
+
 FORMAT = "playground-checkpoint/1"
 MANIFEST = "manifest.json"
 META = "meta.json"
 _NAME = re.compile(r"^step-(\d{6,})$")
+# meta.json, manifest.json and a rank's RNG states are a few KiB: a bound, not a size.
+JSON_MAX_BYTES = 64 * 2**20
 
 
 def step_dir(root: Path, step: int) -> Path:
@@ -78,7 +88,11 @@ def write_file(path: Path, data: bytes, on_half_written: Callable[[], None] | No
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.partial")
-    with open(tmp, "wb") as f:
+    with contextlib.suppress(FileNotFoundError):  # a killed writer's leftover
+        os.unlink(tmp)
+    # O_EXCL|O_NOFOLLOW, 0600: a file of the run's private folder, never through a link.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_FILE)
+    with os.fdopen(fd, "wb") as f:
         half = len(data) // 2
         f.write(data[:half])
         if on_half_written is not None:
@@ -107,10 +121,22 @@ def write_json(directory: Path, name: str, obj: Any) -> None:
 
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    check_regular(path, follow=False)  # a link or a FIFO planted in a checkpoint: refused
+    with open(path, "rb", opener=_no_follow) as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
+
+
+def make_tmp_dir(root: Path, step: int) -> Path:
+    """The private (0700) temporary folder every rank writes its part of `step` into."""
+    tmp = tmp_dir(root, step)
+    tmp.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+    return tmp
 
 
 def commit(root: Path, step: int) -> Path:
@@ -126,6 +152,9 @@ def commit(root: Path, step: int) -> Path:
         },
     }
     write_json(tmp, MANIFEST, manifest)
+    # Private whatever the umask of the ranks that made it (a fork server started
+    # before the run may hand them the user's).
+    os.chmod(tmp, PRIVATE_DIR)
     _fsync_dir(tmp)
     final = step_dir(root, step)
     os.rename(tmp, final)  # atomic: readers see no directory or the whole one
@@ -141,7 +170,7 @@ def validate(path: Path) -> str | None:
     if not manifest_path.is_file():
         return "no manifest (the write never finished)"
     try:
-        manifest = json.loads(manifest_path.read_text())
+        manifest = json.loads(read_text_bounded(manifest_path, JSON_MAX_BYTES, follow=False))
         listed: dict[str, dict[str, Any]] = manifest["files"]
     except (OSError, ValueError, KeyError, TypeError):
         return "manifest unreadable"
@@ -155,11 +184,14 @@ def validate(path: Path) -> str | None:
     if extra:
         return f"{extra[0]} not in the manifest"
     for name, entry in sorted(listed.items()):
-        size = (path / name).stat().st_size
-        if size != entry.get("bytes"):
-            return f"{name} is {size} bytes, the manifest says {entry.get('bytes')} (truncated)"
-        if sha256_of(path / name) != entry.get("sha256"):
-            return f"{name} fails its SHA-256 (corrupted)"
+        try:
+            size = check_regular(path / name, follow=False).st_size
+            if size != entry.get("bytes"):
+                return f"{name} is {size} bytes, the manifest says {entry.get('bytes')} (truncated)"
+            if sha256_of(path / name) != entry.get("sha256"):
+                return f"{name} fails its SHA-256 (corrupted)"
+        except OSError as exc:  # a link or a FIFO in its place, or gone meanwhile
+            return f"{name} unreadable ({exc.strerror or exc})"
     if META not in listed:
         return f"{META} missing"
     return None
@@ -196,19 +228,21 @@ def newest_valid(root: Path) -> tuple[Path | None, list[tuple[Path, str]]]:
 
 
 def read_meta(path: Path) -> dict[str, Any]:
-    return json.loads((Path(path) / META).read_text())
+    return read_json(path, META)
 
 
 def read_json(path: Path, name: str) -> Any:
-    return json.loads((Path(path) / name).read_text())
+    return json.loads(read_text_bounded(Path(path) / name, JSON_MAX_BYTES, follow=False))
 
 
 def read_tensors(path: Path, name: str) -> dict[str, np.ndarray]:
     """Tensors of one file, checked against the manifest first (no pickle anywhere)."""
     path = Path(path)
     entry = read_json(path, MANIFEST)["files"].get(name)
-    data = (path / name).read_bytes()
-    if entry is None or hashlib.sha256(data).hexdigest() != entry["sha256"]:
+    if entry is None or not isinstance(entry.get("bytes"), int):
+        raise ValueError(f"{path / name} is not in its manifest; refusing to load it")
+    data = read_bounded(path / name, entry["bytes"], follow=False)
+    if hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise ValueError(f"{path / name} does not match its manifest; refusing to load it")
     return load_safetensors(data)
 

@@ -134,6 +134,12 @@ def parse_fault(spec: str, world_size: int) -> Fault:
         key, eq, value = part.partition("=")
         if not eq or not value:
             raise _malformed(spec)
+        if key.strip() in fields:  # kill:rank=0,rank=1: which one was meant? never last-wins
+            raise _malformed(
+                spec,
+                f"{key.strip()} is given twice; give each field once",
+                f"{key.strip()} aparece dos veces; dé cada campo una sola vez",
+            )
         fields[key.strip()] = value.strip()
     forms = FAULT_FORMS[kind]
     if frozenset(fields) not in forms:
@@ -213,6 +219,27 @@ def slow_factors(faults: list[Fault]) -> dict[int, float]:
         if fault.kind == "slow" and fault.rank is not None and fault.factor is not None:
             out[fault.rank] = out.get(fault.rank, 1.0) * fault.factor
     return out
+
+
+# A timed fault may fire this many times the predicted run time, plus the margin, after
+# its rank starts (a loaded machine runs slower than predicted); later, it never fires.
+REACH_FACTOR = 10.0
+REACH_MARGIN_S = 10.0
+
+
+def refuse_unreachable(faults: list[Fault], predicted_s: float) -> None:
+    """A timed fault the run will not live to fire is refused before any rank starts
+    (`predicted_s`: the run's predicted time), not silently never fired."""
+    reach = REACH_FACTOR * predicted_s + REACH_MARGIN_S
+    for fault in faults:
+        if fault.after_s is not None and fault.after_s > reach:
+            spec, took = fault.describe(), f"{predicted_s:.3g}"
+            raise FaultError(
+                f"--fault {spec!r}: the run is predicted to take {took} s, so after="
+                f"{fault.after_s:g}s would never fire; give after up to {reach:.3g}s",
+                f"--fault {spec!r}: se predice que la ejecución dura {took} s, así que after="
+                f"{fault.after_s:g}s nunca se dispararía; dé after hasta {reach:.3g}s",
+            )
 
 
 # Only a lesson with a loss scaler can honour an overflow (it skips the step).

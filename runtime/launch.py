@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.faults import Fault
+from runtime.files import make_private_dir
 from runtime.program import Program
 from runtime.restart import Attempt, RestartReport
 from runtime.rundirs import new_run_dir
@@ -148,15 +149,20 @@ def launch(
     cancel: threading.Event | None = None,
 ) -> LaunchResult:
     run_dir = spec.run_dir or new_run_dir(spec.name)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dir(run_dir)  # 0700, whatever the umask; never through a symlink
     started = time.monotonic()
-    ranks = start(spec, run_dir)
     try:
-        result = watch(spec, ranks, run_dir, on_message, cancel, started)
-        ranks.stop(patience_s=3.0)  # ranks exit by themselves after `done`
-        return result
+        ranks = start(spec, run_dir)
+        try:
+            result = watch(spec, ranks, run_dir, on_message, cancel, started)
+            ranks.stop(patience_s=3.0)  # ranks exit by themselves after `done`
+            return result
+        finally:
+            ranks.stop()
     finally:
-        ranks.stop()
+        # The FileStore of the rendezvous: torch removes it after a clean exit, but a
+        # failed or cancelled run leaves it (the ranks are gone: nobody reads it now).
+        (run_dir / "rendezvous.store").unlink(missing_ok=True)
 
 
 def watch(

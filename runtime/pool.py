@@ -45,6 +45,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from runtime.files import make_private_dir
 from runtime.launch import LaunchResult, LaunchSpec, RunCancelled, watch
 from runtime.rundirs import new_run_dir, runs_root
 from runtime.spawn import Ranks, rank_specs, start, threads_for
@@ -92,7 +93,7 @@ class RankPool:
         key = (spec.world_size, spec.backend, threads_for(spec))
         with self._busy:
             run_dir = spec.run_dir or new_run_dir(spec.name)
-            run_dir.mkdir(parents=True, exist_ok=True)
+            make_private_dir(run_dir)  # 0700, whatever the umask; never through a symlink
             started = time.monotonic()
             ranks = self._send(spec, run_dir, key)
             warm = ranks is not None

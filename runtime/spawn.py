@@ -50,6 +50,53 @@ def loopback_interface() -> str:
     return next((n for n in names if n.startswith("lo")), "lo")
 
 
+class HostError(ValueError):
+    """A `--host` refused before any rank starts: `str(exc)` English, `es` Spanish (the
+    front ends print the learner's language; runtime imports no catalog)."""
+
+    def __init__(self, message: str, es: str):
+        super().__init__(message)
+        self.es = es
+        self.field: str | None = "host"
+
+
+def check_host(host: str) -> None:
+    """HostError unless `host` is an address of this machine that a listener can bind:
+    the rendezvous store and the ranks listen there, so an empty name or a foreign
+    address would only fail later, inside a rank, as a traceback."""
+    try:
+        if not host.strip():
+            raise OSError("an empty address")
+        free_port(host)
+    except (OSError, UnicodeError, ValueError, TypeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise HostError(
+            f"--host {host!r} is not an address of this machine ({why}): give one of its "
+            "own addresses (127.0.0.1, or an interface's IPv4 address), or leave --host out "
+            "for loopback only",
+            f"--host {host!r} no es una dirección de esta máquina ({why}): dé una de sus "
+            "propias direcciones (127.0.0.1, o la dirección IPv4 de una interfaz), u omita "
+            "--host para solo loopback",
+        ) from None
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where SIGINT raises KeyboardInterrupt (`end_on_sigterm`)."""
+
+
+def end_on_sigterm() -> None:
+    """SIGTERM ends this process as SIGINT does: raised as Terminated, so the launcher's
+    teardown kills every rank and the exit hooks stop the fork server and the resource
+    tracker (the default action would kill this process alone and leave them running).
+    A second SIGTERM during that teardown is ignored, so the teardown can finish."""
+
+    def terminated(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, terminated)
+
+
 def free_port(host: str = LOOPBACK) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))

@@ -40,6 +40,7 @@ import gc
 import importlib
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -279,12 +280,9 @@ def launched_main(spec: RankSpec, channel: Any, jobs: Any = None) -> None:
     try:
         torch.set_num_threads(spec.threads)
         backend = resolve_backend(spec.backend)
+        timeout = timedelta(seconds=spec.timeout_s)
         dist.init_process_group(
-            backend,
-            init_method=spec.rendezvous,
-            rank=rank,
-            world_size=spec.world_size,
-            timeout=timedelta(seconds=spec.timeout_s),
+            backend, rank=rank, world_size=spec.world_size, timeout=timeout, **_store(spec)
         )
         job: RankSpec | None = spec
         warm = False
@@ -304,6 +302,31 @@ def launched_main(spec: RankSpec, channel: Any, jobs: Any = None) -> None:
         dist.destroy_process_group()
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: gloo threads can make a clean exit slow
+
+
+def _store(spec: RankSpec) -> dict[str, Any]:
+    """How init_process_group meets its peers: the FileStore's URL as it is; for
+    tcp://HOST:PORT, rank 0's TCPStore on a socket it bound to HOST itself. torch's own
+    tcp:// handler listens on every interface whatever HOST says, and `--host 127.0.0.1`
+    must not put a listener on the network."""
+    if not spec.rendezvous.startswith("tcp://"):
+        return {"init_method": spec.rendezvous}
+    host, _, port = spec.rendezvous[len("tcp://") :].rpartition(":")
+    timeout = timedelta(seconds=spec.timeout_s)
+    if spec.rank != 0:
+        return {"store": dist.TCPStore(host, int(port), spec.world_size, False, timeout)}
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host, int(port)))
+    listener.listen()
+    store = dist.TCPStore(
+        host, int(port), spec.world_size, True, timeout, master_listen_fd=listener.fileno()
+    )
+    _LISTENERS.append(listener)  # the store serves on its descriptor: kept open with it
+    return {"store": store}
+
+
+_LISTENERS: list[socket.socket] = []
 
 
 def _next_job(jobs: Any) -> RankSpec | None:

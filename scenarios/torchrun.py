@@ -20,14 +20,18 @@ listening before the rendezvous; if it cannot (the port is taken), every rank
 of the run learns it right after the rendezvous and exits 2 with one line,
 before any work.
 
-Bad input exits 2 with one line, before any rendezvous.
+Bad input exits 2 with one line, before any rendezvous (a parameter given twice,
+an --out that cannot be a directory). SIGTERM ends a rank with one line and
+status 143, as SIGINT would.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -70,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
+        _check_out(Path(args.out))
+        keys = [pair.partition("=")[0].strip() for pair in args.param]
+        if twice := next((k for i, k in enumerate(keys) if k in keys[:i]), None):
+            raise ValueError(f"-p {twice} is given more than once: give each parameter once")
         if args.metrics_port is not None:
             check_port(args.metrics_port)
             straggler_ratio()  # the served straggler flag's threshold
@@ -97,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         _error(exc.args[0] if exc.args else exc)
         return 2
 
+    os.umask(0o077)  # what the rank writes (--out) is the user's alone
+    _end_on_sigterm()  # before torch starts any thread: they all inherit the blocked signal
     # Imported only now: torch, after the arguments are known to be good.
     from runtime.bootstrap import RankSpec
     from runtime.torchrun_rank import torchrun_rank
@@ -123,6 +133,31 @@ def main(argv: list[str] | None = None) -> int:
         if server is not None:
             server.close()  # the run is over: so is its endpoint
     return 0
+
+
+def _check_out(out: Path) -> None:
+    """--out is a directory, or can be made one (by the rank, after its work): refused
+    before the rendezvous, with one line, when a file is in the way, not on every rank
+    after it. Nothing is created here: bad input leaves no trace."""
+    there = next((p for p in (out, *out.absolute().parents) if os.path.lexists(p)), None)
+    if there is not None and not there.is_dir():
+        what = "is a file" if there == out else f"is under {str(there)!r}, which is a file"
+        raise ValueError(f"--out {str(out)!r} {what}; give a directory (new or existing)")
+
+
+def _end_on_sigterm() -> None:
+    """SIGTERM (torchrun passes its own on, as does `kill`) ends this rank with one line
+    and status 143, as SIGINT ends it, even while it waits inside a collective: the
+    signal is blocked in every thread and taken by one that waits for it (a Python
+    handler would only run once the main thread left torch's C++ call)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+    def wait() -> None:
+        signal.sigwait({signal.SIGTERM})
+        _error(f"terminated (SIGTERM): rank {os.environ.get('RANK', '?')} stopped")
+        os._exit(143)
+
+    threading.Thread(target=wait, daemon=True, name="sigterm").start()
 
 
 def _metrics(lesson: Lesson, params: Params, port: int) -> tuple[NodeSink, MetricsServer | None]:

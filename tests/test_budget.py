@@ -72,7 +72,8 @@ def test_guard_kills_at_the_budget_and_the_ledger_has_both_entries(tmp_path):
     assert out.returncode == 3, out.stderr
     assert "Killed: its spend reached $0.02" in out.stdout
     book = ledger.read(tmp_path / "ledger.jsonl")
-    assert [e.status for e in book.entries] == ["refused", "killed"] and not book.bad
+    assert [e.status for e in book.entries] == ["refused", "reserved", "killed"] and not book.bad
+    assert book.entries[-1].settles == book.entries[1].id and not book.open_reservations
     assert book.spent == pytest.approx(0.02)
     shown = budget(tmp_path, "ledger")
     assert "Spent: $0.02 of a $5.00 ceiling; $4.98 left. Lines not counted: 0." in shown.stdout
@@ -87,7 +88,8 @@ def test_the_ceiling_counts_what_the_ledger_says_was_spent(tmp_path):
     ok = budget(tmp_path, "guard", "--budget", "0.5", "--gpu", "rtx4090", "--count", "1",
                 "--hours", "0.01", "--price", "0.35", "--", "true")  # fmt: skip
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert [e.status for e in ledger.read(path).entries] == ["finished", "refused", "finished"]
+    statuses = [e.status for e in ledger.read(path).entries]
+    assert statuses == ["finished", "refused", "reserved", "finished"]
 
 
 def test_a_hand_edited_or_corrupted_line_is_reported_and_not_counted(tmp_path):
@@ -102,10 +104,11 @@ def test_a_hand_edited_or_corrupted_line_is_reported_and_not_counted(tmp_path):
     path.write_text("\n".join([*lines, "{not json"]) + "\n")
     book = ledger.read(path)
     assert [b.number for b in book.bad] == [2, 4]
-    assert "checksum" in book.bad[0].why and book.bad[1].why == "not JSON"
+    assert "mac does not match" in book.bad[0].why and book.bad[1].why == "not JSON"
     assert book.spent == 1.5  # the edited line is not silently counted as $0
     out = budget(tmp_path, "ledger")
-    assert "ledger line 2: not counted (checksum does not match" in out.stderr
+    assert "ledger line 2: not counted (its mac does not match" in out.stderr
+    assert out.returncode == 1  # tampering: `budget ledger` says so in its status
     assert "Lines not counted: 2." in out.stdout
     # appending only ever adds at the end
     path.write_bytes(before)
@@ -121,7 +124,11 @@ def test_a_removed_line_breaks_the_chain():
         ledger.append("run", cost, cost, "finished", path)
     lines = path.read_text().splitlines()
     path.write_text("\n".join([lines[0], lines[2]]) + "\n")
-    assert [b.number for b in ledger.read(path).bad] == [2]
+    book = ledger.read(path)
+    # line 2's chain link is broken (still counted: its content is authentic); the seal
+    # says 3 lines were written and 2 remain
+    assert [(b.number, b.key) for b in book.bad] == [(2, "chain"), (3, "truncated")]
+    assert book.spent == 1.5
 
 
 @pytest.mark.parametrize(

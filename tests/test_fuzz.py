@@ -601,3 +601,86 @@ def test_the_html_check_sees_raw_markup() -> None:
         with pytest.raises(AssertionError):
             check_html(bundle + page)
     check_html(bundle + '<td title="&quot;&#x27;&gt;&lt;svg onload=PWN(3)&gt;">x</td>')
+
+
+# -- bounded reading, owned files (issue 37) -------------------------------------------
+FILE_KINDS = ("regular", "fifo", "socket", "directory", "link-to-device", "link-to-regular")
+
+
+@settings(max_examples=60, **FAST)
+@given(
+    kind=st.sampled_from(FILE_KINDS),
+    size=st.integers(min_value=0, max_value=4096),
+    limit=st.integers(min_value=0, max_value=4096),
+)
+def test_read_bounded_reads_only_regular_files_and_never_past_its_limit(
+    kind: str, size: int, limit: int
+) -> None:
+    """Whatever the path is, read_bounded returns at once: the bytes of a regular file
+    within the limit, else NotRegularFile or TooLarge; it never blocks on a FIFO."""
+    import os
+    import socket
+
+    from runtime.files import NotRegularFile, TooLarge, read_bounded
+
+    with tempfile.TemporaryDirectory() as folder:
+        path, data = Path(folder) / "x.json", b"y" * size
+        listener = None
+        if kind in ("regular", "link-to-regular"):
+            target = path if kind == "regular" else Path(folder) / "target"
+            target.write_bytes(data)
+            if kind == "link-to-regular":
+                path.symlink_to(target)
+        elif kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "socket":
+            listener = socket.socket(socket.AF_UNIX)
+            listener.bind(str(path))
+        elif kind == "directory":
+            path.mkdir()
+        else:
+            path.symlink_to("/dev/zero")
+        try:
+            if kind in ("regular", "link-to-regular"):
+                if size > limit:
+                    with pytest.raises(TooLarge):
+                        read_bounded(path, limit)
+                else:
+                    assert read_bounded(path, limit) == data
+            else:
+                with pytest.raises(NotRegularFile):
+                    read_bounded(path, limit)
+        finally:
+            if listener is not None:
+                listener.close()
+
+
+@settings(max_examples=25, **FAST)
+@given(
+    n=st.integers(min_value=1, max_value=400),
+    series=st.lists(st.sampled_from([None, "a", "b"]), min_size=1, max_size=4),
+    listed=st.booleans(),
+)
+def test_metric_lines_gives_each_metric_its_lines(n: int, series: list, listed: bool) -> None:
+    """One line per scalar metric (plus a header and a heading per series): what the
+    linear renderer prints is what the quadratic one printed."""
+    from playground.formatting import metric_lines
+
+    metrics = [
+        Metric(
+            f"m{i}",
+            "s",
+            [1.0, 2.0] if listed and i % 7 == 0 else i * 1e-3,
+            predicted=i * 2e-3,
+            series=series[i % len(series)],
+        )
+        for i in range(n)
+    ]
+    words = {"measured": "measured", "predicted": "predicted", "error": "error"}
+    lines = metric_lines(metrics, words, language="en")
+    groups = {m.series for m in metrics}
+    headings = len(groups - {None})
+    assert len(lines) == n + len(groups) + headings
+    for metric in metrics:
+        if not isinstance(metric.value, list):
+            assert any(line.split() and line.split()[0] == metric.name for line in lines)

@@ -279,6 +279,46 @@ def test_a_rank_file_linked_to_a_device_is_refused(tmp_path: Path, target: str) 
     one_line_error(*cli("replay", str(run)))
 
 
+@pytest.mark.parametrize("target", ["/dev/zero", "/dev/urandom", "/dev/null"])
+def test_a_saved_run_linked_to_a_device_is_refused_unread(tmp_path: Path, target: str) -> None:
+    """Issue 37: `ln -s /dev/zero z.json; playground replay z.json` grew to a MemoryError
+    (st_size is 0, so the size check passed and read_bytes read for ever)."""
+    if not os.path.exists(target):
+        pytest.skip(f"no {target} here")
+    (tmp_path / "z.json").symlink_to(target)
+    line = one_line_error(*cli("replay", str(tmp_path / "z.json")))
+    assert "character device" in line
+
+
+@pytest.mark.parametrize("where", ["file", "run.json", "rank0.json"])
+def test_a_fifo_where_a_saved_run_is_is_refused_without_waiting(tmp_path: Path, where) -> None:
+    """Issue 37: `mkfifo f.json; playground replay f.json` never returned. Opened with
+    O_NONBLOCK after a stat: a regression fails on the stat, before any open."""
+    if where == "file":
+        path = fifo = tmp_path / "f.json"
+    else:
+        path = tmp_path / "run"
+        shutil.copytree(HOSTILE / "torchrun.valid", path)
+        fifo = path / where
+        fifo.unlink()
+    os.mkfifo(fifo)
+    line = one_line_error(*cli("replay", str(path)))
+    assert "FIFO" in line and fifo.name in line
+
+
+def test_a_run_dir_over_the_size_limit_together_is_refused(tmp_path: Path, monkeypatch) -> None:
+    """Every file of a torchrun dir counts against one cap (4096 ranks of 256 MiB each
+    were a terabyte)."""
+    from playground import saved_schema
+
+    run = tmp_path / "run"
+    shutil.copytree(HOSTILE / "torchrun.valid", run)
+    first = (run / "rank0.json").stat().st_size
+    monkeypatch.setattr(saved_schema, "MAX_FILE_BYTES", first + 10)
+    line = one_line_error(*cli("replay", str(run)))
+    assert "together" in line
+
+
 def test_a_missing_path_is_refused() -> None:
     line = one_line_error(*cli("replay", str(HOSTILE / "no-such-run.json")))
     assert "cannot read" in line

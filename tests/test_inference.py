@@ -424,6 +424,21 @@ def test_goodput_curve_passes_through_the_predicted_goodput(hardware):
     assert not any(name.endswith("(this run)") for name in curve.lines)  # no run, no point
 
 
+def test_a_long_trace_s_curve_samples_the_other_rates_but_not_its_own():
+    """Past CURVE_REQUESTS requests the other rates replay the trace's start (predict
+    stays cheap), the lesson's own rate the whole trace: still the predicted goodput."""
+    from playground.session import predict
+    from scenarios.inference.goodput import CURVE_REQUESTS, RATE_FACTORS
+
+    raw = {"mode": "tp", "ranks": "2", "requests": str(CURVE_REQUESTS + 72)}
+    outcome = predict("inference", raw, "h100-nvlink")
+    (curve,) = outcome.curves
+    at = RATE_FACTORS.index(1.0)
+    assert curve.lines["tp predicted"][at] == pytest.approx(_predicted_goodput(outcome))
+    assert f"first {CURVE_REQUESTS} requests" in curve.title
+    assert all(y is not None and y >= 0 for y in curve.lines["tp predicted"])
+
+
 def test_goodput_curve_shows_the_runs_goodput_beside_the_prediction():
     """After a run: the curve is predicted with the model the metrics were (replayed on
     the run's spans) and the run's goodput is one point, at its rate."""

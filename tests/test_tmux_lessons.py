@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -37,8 +38,12 @@ def press_and_check(tmux: Tmux, key: str, where: str) -> None:
     # A widget that raises does so on the redraw the key causes, well within the pause.
     tmux.keys(key, pause=0.3)
     assert tmux.running(), f"{key!r} {where} ended the app:\n{tmux.screen()}"
-    if key == "?":  # the help screen: closed again, as the learner would
+    if key == "?":  # the help screen (its key list says "Home End"), closed again
+        tmux.wait_for("Home End", timeout=15)  # open before Esc: else Esc leaves the lesson
         tmux.keys("Escape", pause=0.2)
+        deadline = time.monotonic() + 15
+        while "Home End" in tmux.screen() and time.monotonic() < deadline:
+            time.sleep(0.1)
 
 
 def press_panel_keys(tmux: Tmux, when: str) -> None:

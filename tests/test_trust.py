@@ -116,11 +116,12 @@ def test_run_directories_are_private_and_the_newest_are_kept(tmp_path, monkeypat
         (path / rundirs.CHECKPOINTS).mkdir()
         os.utime(path, (1000 + n, 1000 + n))  # distinct ages, newest last
         made.append(path)
-    left = sorted(root.iterdir())
+    left = sorted(p for p in root.iterdir() if p.name != rundirs.ROOT_MARKER)
     assert len(left) <= 20
     assert set(made[-19:]) <= set(left)  # the newest survive the pruning
     assert stat.S_IMODE(root.stat().st_mode) == 0o700
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in left)
+    assert stat.S_IMODE((root / rundirs.ROOT_MARKER).stat().st_mode) == 0o600
     rundirs.drop_checkpoints(made[-1])
     assert not (made[-1] / rundirs.CHECKPOINTS).exists()
 

@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runtime.files import write_text_atomic
+from runtime.files import SHARED_FILE, write_text_atomic
 from runtime.trace import OPTIONAL_SPAN_FIELDS, Span, Timeline
 
 if TYPE_CHECKING:
@@ -47,7 +47,8 @@ def write_trace(outcome: Outcome, path: str | os.PathLike[str]) -> None:
     """Write the Chrome trace-event JSON of `outcome` to `path` (atomically)."""
     # Compact separators: a big run has tens of thousands of events.
     text = json.dumps(trace_events(outcome), separators=(",", ":"), allow_nan=False)
-    write_text_atomic(Path(path), text)
+    # A document to share (0644), written in place of a regular file only.
+    write_text_atomic(Path(path), text, mode=SHARED_FILE)
 
 
 def trace_events(outcome: Outcome) -> dict[str, Any]:

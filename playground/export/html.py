@@ -42,7 +42,7 @@ from playground.export.timeline import build_figure
 from playground.export.workers import workers_html
 from playground.formatting import format_value, metric_table
 from playground.prediction_error import AFTER_RUN_BUDGET, BEFORE_RUN_BUDGET, mark
-from runtime.files import write_text_atomic
+from runtime.files import SHARED_FILE, write_text_atomic
 from runtime.units import format_seconds
 
 if TYPE_CHECKING:
@@ -56,7 +56,8 @@ def write_html(outcome: Outcome, path: str | os.PathLike[str]) -> None:
     # A lone surrogate (a saved run may carry one in a label) has no UTF-8 form: it is
     # written as "?" rather than failing the whole export.
     page = page.encode("utf-8", "replace").decode("utf-8")
-    write_text_atomic(Path(path), page)
+    # A document to share (0644), written in place of a regular file only.
+    write_text_atomic(Path(path), page, mode=SHARED_FILE)
 
 
 def render_html(outcome: Outcome) -> str:

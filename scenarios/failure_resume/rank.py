@@ -33,7 +33,6 @@ import json
 import os
 import signal
 import statistics
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -43,8 +42,9 @@ import torch.distributed as dist
 
 from runtime import checkpoint as ckpt
 from runtime.faults import Fault
-from runtime.files import write_text_atomic
+from runtime.files import make_private_dir, write_text_atomic
 from runtime.program import Action
+from runtime.rundirs import runs_root
 from runtime.worker import RankContext
 from scenarios.failure_resume.lesson import ResumeParams, ResumeResult
 from scenarios.failure_resume.trainer import Trainer
@@ -87,11 +87,12 @@ def _places(ctx: Context) -> tuple[Path, Path, Path | None]:
     if attempt is not None:
         root, fired_dir = Path(attempt.checkpoint_dir), Path(attempt.fired_dir)
     else:  # torchrun: one directory per elastic run, shared by its restarts
+        # Under the user's private runs folder, not a name anyone can guess in /tmp.
         run_id = os.environ.get("TORCHELASTIC_RUN_ID") or str(os.getppid())
-        root = Path(tempfile.gettempdir()) / f"playground-checkpoints-{run_id}"
+        root = runs_root() / f"torchrun-checkpoints-{run_id}"
         fired_dir = root / "faults"
-    root.mkdir(parents=True, exist_ok=True)
-    fired_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dir(root)  # 0700; a symlink in its place is refused
+    make_private_dir(fired_dir)
     if attempt is not None:
         return root, fired_dir, Path(attempt.resume) if attempt.resume else None
     return root, fired_dir, ckpt.newest_valid(root)[0]

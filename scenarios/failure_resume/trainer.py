@@ -232,8 +232,7 @@ class Trainer:
 
     def save(self, root: Path, on_half_written: Callable[[], None] | None = None) -> None:
         """Every rank writes its part into the temporary directory; rank 0 commits."""
-        tmp = ckpt.tmp_dir(root, self.step)
-        tmp.mkdir(parents=True, exist_ok=True)
+        tmp = ckpt.make_tmp_dir(root, self.step)  # private (0700) from the start
         optim = {"exp_avg": self.exp_avg.numpy(), "exp_avg_sq": self.exp_avg_sq.numpy()}
         if self.zero1:
             ckpt.write_tensors(

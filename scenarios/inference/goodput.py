@@ -42,6 +42,11 @@ if TYPE_CHECKING:
     from scenarios.inference.lesson import InferenceParams
 
 RATE_FACTORS = (0.25, 1.0, 4.0, 16.0, 64.0)
+# The points at the other rates replay at most this many requests of the trace (its
+# start, same seed): the curve's shape for a few hundredths of a second each, so that
+# `predict` stays cheap at the largest trace it accepts. The point at the lesson's own
+# rate is always the whole trace's prediction (the one goodput_rps reports).
+CURVE_REQUESTS = 128
 Layout = Callable[["InferenceParams"], tuple[Program, tuple[SeriesIndex, ...]]]
 
 
@@ -78,8 +83,18 @@ def goodput_curve(
     used = run_model(params, model, run, layout) if run is not None else model
     # As Lesson.predict: a slowed rank has no lumped twin; a run's prediction is simulated.
     lumpable = run is None and not model.slow
+    sampled = params.requests > CURVE_REQUESTS
+
+    def at(rate: float) -> InferenceParams:
+        if rate == params.rate:
+            return params
+        return replace(params, rate=rate, requests=min(params.requests, CURVE_REQUESTS))
+
+    # The lesson's own rate first: predict has just planned it (scenarios.inference.predict
+    # keeps that one plan), and the other rates would push it out.
+    own = predicted_goodput(params, used, layout, lumpable=lumpable)
     points = [
-        predicted_goodput(replace(params, rate=rate), used, layout, lumpable=lumpable)
+        own if rate == params.rate else predicted_goodput(at(rate), used, layout, lumpable=lumpable)
         for rate in rates
     ]
     lines: dict[str, list[float | None]] = {}
@@ -99,6 +114,9 @@ def goodput_curve(
     slos = f"(TTFT ≤ {params.ttft_slo:g} s, TPOT ≤ {params.tpot_slo:g} s)"
     where = model.name + (", refined by this run" if run is not None else "")
     where_es = model.name + (", refinado con esta ejecución" if run is not None else "")
+    if sampled:
+        where += f"; other rates from the trace's first {CURVE_REQUESTS} requests"
+        where_es += f"; las otras tasas con sus primeras {CURVE_REQUESTS} peticiones"
     title = f"Goodput vs request rate {slos}, predicted on {where}"
     return Curve(
         title=title,

@@ -139,11 +139,28 @@ def lump(params: InferenceParams, model: CostModel) -> Lumped | None:
     return on_clock(params, model) if lumps(params, model) else None
 
 
+# The last clock_plans asked for: the goodput curve's point at the lesson's own rate
+# (scenarios.inference.goodput) is the prediction `lump` just planned, for the same params
+# and the same model object (kept here, so its id is not reused), and is not planned again.
+_LAST: list[tuple[InferenceParams, CostModel, tuple]] = []
+
+
 def clock_plans(
     params: InferenceParams, model: CostModel
 ) -> tuple[list[tuple[str, Plan]], list[Metric]]:
     """Each mode's trace planned on `model`'s clock (a KV pool as large as the device's
     memory holds), and whether its weights fit at all (`weights_fit`, per mode)."""
+    for known, seen, (plans, fits) in _LAST:
+        if seen is model and known == params:
+            return list(plans), list(fits)
+    plans, fits = _clock_plans(params, model)
+    _LAST[:] = [(params, model, (tuple(plans), tuple(fits)))]
+    return plans, fits
+
+
+def _clock_plans(
+    params: InferenceParams, model: CostModel
+) -> tuple[list[tuple[str, Plan]], list[Metric]]:
     device = Device.of(model)
     requests = make_trace(params.trace_spec)
     shape = params.shape

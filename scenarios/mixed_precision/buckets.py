@@ -105,12 +105,15 @@ def assign(
     buckets: list[list[int]] = []
     current: list[int] = []
     filled = 0
-    for index in walk:
+    last = len(limits) - 1
+    limit = limits[0]
+    for index in walk:  # a tight loop: predict walks some 50k tensors per cap at 4096 layers
         current.append(index)
         filled += sizes[index]
-        if filled >= limits[min(len(buckets), len(limits) - 1)]:
+        if filled >= limit:
             buckets.append(current)
             current, filled = [], 0
+            limit = limits[min(len(buckets), last)]
     if current:
         buckets.append(current)
     if order is None:
@@ -136,7 +139,7 @@ def rebuilt_buckets(sizes: Sequence[int], order: Sequence[int], cap: int, first_
 
 
 def bucket_bytes(buckets: list[list[int]], sizes: Sequence[int]) -> list[int]:
-    return [sum(sizes[i] for i in bucket) for bucket in buckets]
+    return [sum([sizes[i] for i in bucket]) for bucket in buckets]
 
 
 def launch_parts(buckets: list[list[int]], params: Sequence[Param], layers: int) -> list[int]:
@@ -145,7 +148,7 @@ def launch_parts(buckets: list[list[int]], params: Sequence[Param], layers: int)
     (buckets are reduced in index order)."""
     out, latest = [], 0
     for bucket in buckets:
-        latest = max(latest, *(params[i].part for i in bucket))
+        latest = max(latest, max([params[i].part for i in bucket]))
         out.append(latest)
     return out
 
@@ -163,13 +166,23 @@ def plan(
 def _plan(
     shape: GPTShape, element_bytes: int, cap: int, first_cap: int
 ) -> tuple[tuple[int, ...], ...]:
-    params = gpt_params(shape)
+    params = _gpt_params(shape)
     sizes = [p.numel * element_bytes for p in params]
     first = initial_buckets(sizes, cap, first_cap)
-    later = rebuilt_buckets(sizes, ready_order(shape.layers), cap, first_cap)
+    later = rebuilt_buckets(sizes, _ready_order(shape.layers), cap, first_cap)
     return (
         tuple(bucket_bytes(first, sizes)),
         tuple(launch_parts(first, params, shape.layers)),
         tuple(bucket_bytes(later, sizes)),
         tuple(launch_parts(later, params, shape.layers)),
     )
+
+
+@lru_cache(maxsize=4)  # the bucket-size sweep plans one shape at some 24 caps
+def _gpt_params(shape: GPTShape) -> tuple[Param, ...]:
+    return tuple(gpt_params(shape))
+
+
+@lru_cache(maxsize=4)
+def _ready_order(layers: int) -> tuple[int, ...]:
+    return tuple(ready_order(layers))

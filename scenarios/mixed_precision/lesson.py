@@ -55,6 +55,13 @@ MAX_RUN_PARAMETERS = 2_000_000
 # 989 TFLOP/s dense). A run replaces all of them.
 CPU_LOW_PRECISION = 2.5
 GPU_FP32 = 2.0
+# The most layers `predict` takes here (the shape's knob allows 4096 elsewhere). A step of
+# this lesson is every backward part and every bucket's all-reduce (12 tensors a layer,
+# bucketed by torch's rule at the learner's cap and at the sweep's 24 caps), drawn and
+# walked exactly: no closed form stands for the buckets, whose boundaries fall anywhere
+# in a block. At 512 layers that takes some 0.45 s (0.7 at 1024, 5 s at 4096, issue 37),
+# within the promise that predict answers in under a second (benchmarks/predict_max.py).
+MAX_PREDICT_LAYERS = 512
 
 
 # -- parameters -------------------------------------------------------------------------
@@ -79,6 +86,15 @@ class MixedParams(Params):
     value: float = field(default=1e-7, metadata={KNOB: Knob("float")})
 
     def check(self, mode: Mode) -> None:
+        layers = self.model.layers
+        if mode == "predict" and layers > MAX_PREDICT_LAYERS:
+            raise ParamError(
+                "layers",
+                f"layers={layers}: at most {MAX_PREDICT_LAYERS} in this lesson's predict "
+                "(every bucket of every layer is walked, within a second)",
+                es=f"layers={layers}: a lo sumo {MAX_PREDICT_LAYERS} en el predict de esta "
+                "lección (recorre cada bucket de cada capa, en menos de un segundo)",
+            )
         if not math.isfinite(self.value):
             raise ParamError(
                 "value",

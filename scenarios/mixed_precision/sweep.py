@@ -53,9 +53,12 @@ def one_step(
     share = model.core_share(params.ranks)
     spans: list[Span] = []
     stream, comm = t, 0.0
+    by_bytes: dict[int | None, float] = {}  # the buckets repeat a few sizes (every block alike)
     for action in step_actions(params, v, k, 0, sizes, launch, group):  # type: ignore[arg-type]
         if action.nonblocking:
-            seconds = model.collective_time(action)
+            seconds = by_bytes.get(action.bytes)
+            if seconds is None:
+                seconds = by_bytes[action.bytes] = model.collective_time(action)
             comm += seconds
             stream = max(t, stream) + seconds
             spans.append(span_for(action, t, stream))
@@ -67,43 +70,56 @@ def one_step(
 
 
 def step_seconds(
-    params: MixedParams, model: CostModel, v: Variant, cap: int
+    params: MixedParams,
+    model: CostModel,
+    v: Variant,
+    cap: int,
+    compute: tuple[tuple[float, bool], ...] | None = None,
 ) -> tuple[float, float]:
     """A steady step with overlap, and with every all-reduce after backward: one_step's
-    rules without drawing a span (the sweep asks for some 24 caps × every bucket)."""
+    rules without drawing a span (the sweep asks for some 24 caps × every bucket);
+    `compute`: step_compute's, when the caller has it already (one per sweep)."""
     _, _, sizes, launch = buckets.plan(params.model, ELEMENT_BYTES[v.precision], cap,
                                        min(params.first_bucket_cap, cap))  # fmt: skip
-    group = range(params.ranks)
-    share = model.core_share(params.ranks)
-    template: Action | None = None
+    template, steps = compute_template(params, model, v) if compute is None else compute
     seconds: dict[int, float] = {}
 
     def comm(nbytes: int) -> float:
         if nbytes not in seconds:
-            assert template is not None
             seconds[nbytes] = model.collective_time(replace(template, bytes=nbytes))
         return seconds[nbytes]
 
-    for action in step_actions(params, v, 2, 0, sizes[:1], [0], group):  # type: ignore[arg-type]
-        if action.nonblocking:
-            template = action
-    t = stream = busy = compute = 0.0
+    t = stream = busy = total = 0.0
     part = -1
     j = 0
-    for action in step_actions(params, v, 2, 0, [], [], group):  # type: ignore[arg-type]
-        if action.is_wait:
+    for seconds_, backward in steps:
+        if backward is None:  # the wait
             t = max(t, stream)
             continue
-        seconds_ = model.compute_time(action) / share
-        compute += seconds_
+        total += seconds_
         t += seconds_
-        if action.kind == "B":
+        if backward:
             part += 1
             while j < len(sizes) and launch[j] == part:
                 busy += comm(sizes[j])
                 stream = max(t, stream) + comm(sizes[j])
                 j += 1
-    return t, compute + busy
+    return t, total + busy
+
+
+def compute_template(params: MixedParams, model: CostModel, v: Variant) -> tuple[Action, tuple]:
+    """What step_seconds reads of a steady step whatever the cap: a bucket's all-reduce
+    (its bytes replaced), and each non-communication action's seconds in order, with
+    whether it is a backward part (None: the wait)."""
+    group = range(params.ranks)  # the cost model reads a range's ends: no million-long tuple
+    share = model.core_share(params.ranks)
+    template = next(a for a in step_actions(params, v, 2, 0, [0], [0], group)  # type: ignore[arg-type]
+                    if a.nonblocking)  # fmt: skip
+    steps = tuple(
+        (0.0, None) if a.is_wait else (model.compute_time(a) / share, a.kind == "B")
+        for a in step_actions(params, v, 2, 0, [], [], group)  # type: ignore[arg-type]
+    )
+    return template, steps
 
 
 def action_count(params: MixedParams) -> int:
@@ -146,7 +162,8 @@ def figures(
     vs = variants(params)
     v = next((x for x in vs if x.precision != "fp32"), vs[0])
     caps_ = sweep_caps(params, v)
-    steps = [step_seconds(params, model, v, cap) for cap in caps_]
+    compute = compute_template(params, model, v)
+    steps = [step_seconds(params, model, v, cap, compute) for cap in caps_]
     with_overlap = [s for s, _ in steps]
     best = caps_[min(range(len(caps_)), key=with_overlap.__getitem__)]
     one_bucket = params.psi * ELEMENT_BYTES[v.precision]

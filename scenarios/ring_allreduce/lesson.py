@@ -26,6 +26,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from runtime import collectives, formulas
+from runtime.faults import Fault, require_timed
 from runtime.program import Action, Program, barriers
 from runtime.trace import Timeline
 from scenarios.base import Hooks, Lesson, RankResult, RunData
@@ -229,10 +230,31 @@ def expected_bytes(params: RingParams, program: Program | None) -> float | list[
 RANK_ENTRY = (
     "scenarios.ring_allreduce.rank:run_rank"  # what each rank runs (torch: never imported here)
 )
+
+
 # At thousands of ranks and many iterations `predict` lumps (scenarios.ring_allreduce.lumped).
 # After a run its steps are costed one by one (runtime.refine_collectives) and the
 # executor's Python between two of them is added (about 20-50 us a step here).
-HOOKS = Hooks(lump=lumped.lump, headline=("time_s",), dispatch_gaps=True)
+def check_faults(params: RingParams, faults: list[Fault]) -> None:
+    """Timed faults, and a slow rank where it has something to slow: its own reductions
+    (each ring or tree step's add, runtime.worker). Inside torch's all_reduce (builtin,
+    or any algorithm costed as one action) the reduction is gloo's, which no rank code
+    can slow, so the fault would have no effect: refused, not silently ignored."""
+    require_timed(faults)
+    slow = next((f for f in faults if f.kind == "slow"), None)
+    if slow is not None and not params.stepwise:
+        spec = slow.describe()
+        raise ParamError(
+            "algorithm",
+            f"--fault {spec!r}: with algorithm={params.algorithm} the reduction runs inside "
+            "torch's all_reduce, which a slow rank cannot slow; use algorithm=ring or tree",
+            es=f"--fault {spec!r}: con algorithm={params.algorithm} la reducción ocurre dentro "
+            "del all_reduce de torch, que un rango lento no puede ralentizar; use "
+            "algorithm=ring o tree",
+        )
+
+
+HOOKS = Hooks(lump=lumped.lump, headline=("time_s",), dispatch_gaps=True, check_faults=check_faults)
 LESSON = Lesson(
     "ring-allreduce", 1, TEXTS, RingParams, RingResult, build, metrics, RANK_ENTRY, HOOKS
 )

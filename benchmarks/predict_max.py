@@ -1,0 +1,117 @@
+"""Benchmark of `predict` at every knob's predict maximum (issue 37, item 8).
+
+For each lesson (the registry's order): `predict` with each knob alone at its predict
+maximum (`Knob.upper("predict")`; a choice knob with each of its choices, a comma list
+with all its choices), then with every numeric knob at its maximum together. Each
+command runs as its own process, `--runs` times; the table shows the median wall
+time, the median peak resident memory and the exit status (2 is a refusal: the
+lesson's rules forbid that combination, an allowed outcome when it is quick).
+
+    python benchmarks/predict_max.py [--runs 3] [--timeout 60] [--root DIR] [--write]
+
+`--root` runs the commands from another checkout (the tree before a change), with
+this interpreter; `--write` puts the table into docs/benchmarks.md under its own
+heading (other sections kept). The promise is < 1 s for each row; timings are only
+ever asserted here, never in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.predict_scale import run_once  # noqa: E402
+from scenarios.params import Knob  # noqa: E402
+from scenarios.registry import LESSONS  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "benchmarks.md"
+HEADING = "## predict at every knob's predict maximum"
+
+
+def knob_values(knob: Knob) -> list[str]:
+    """What the knob is tried with: its predict maximum, or each choice (all of a list)."""
+    if knob.kind == "choice":
+        return list(knob.choices)
+    if knob.kind == "choices":
+        return [",".join(knob.choices)]
+    top = knob.upper("predict")
+    return [] if top is None else [knob.format(int(top) if knob.kind != "float" else top)]
+
+
+def commands() -> Iterator[str]:
+    """Every `predict` argument line the benchmark runs."""
+    for name, lesson in LESSONS.items():
+        together: list[str] = []
+        for field_name, knob in lesson.params.knobs():
+            values = knob_values(knob)
+            for value in values:
+                yield f"{name} -p {field_name}={value}"
+            if values and knob.kind not in ("choice", "choices"):
+                together.append(f"-p {field_name}={values[0]}")
+        if together:
+            yield f"{name} {' '.join(together)}"
+
+
+def measure(command: str, root: Path, runs: int, timeout: float) -> tuple[str, str, str]:
+    """(wall, peak RSS, exits) of one command, as the table shows them."""
+    results = [run_once(command, root, timeout) for _ in range(runs)]
+    wall = statistics.median(r[0] for r in results)
+    rss = statistics.median(r[1] for r in results)
+    codes = {r[2] for r in results}
+    shown = f"> {timeout:.0f} s" if None in codes else f"{wall:.2f} s"
+    exits = "timeout" if None in codes else ",".join(str(c) for c in sorted(codes))
+    return shown, f"{rss:.0f} MiB", exits
+
+
+def write_doc(table: list[str]) -> None:
+    """Replace (or add) this benchmark's section of docs/benchmarks.md."""
+    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
+    lines = text.splitlines()
+    if HEADING in lines:
+        start = lines.index(HEADING)
+        end = next(
+            (i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines)
+        )
+        lines[start:end] = [*table, ""]
+    else:
+        lines += ["", *table]
+    DOC.write_text("\n".join(lines).rstrip("\n") + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per command")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to run")
+    parser.add_argument("--write", action="store_true", help="write into docs/benchmarks.md")
+    parser.add_argument("--only", default="", help="only the commands containing this text")
+    args = parser.parse_args()
+    table = [
+        HEADING,
+        "",
+        f"`python benchmarks/predict_max.py --runs {args.runs}`: each command its own process,",
+        f"median of {args.runs} runs; exit 2 is a refusal (one line, the limit named).",
+        "",
+        "| command | wall | peak RSS | exit |",
+        "|---|---:|---:|---:|",
+    ]
+    print("\n".join(table), flush=True)
+    for command in commands():
+        if args.only not in command:
+            continue
+        wall, rss, exits = measure(command, args.root, args.runs, args.timeout)
+        row = f"| `predict {command}` | {wall} | {rss} | {exits} |"
+        table.append(row)
+        print(row, flush=True)
+    if args.write:
+        write_doc(table)
+
+
+if __name__ == "__main__":
+    main()
