@@ -26,7 +26,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.predict_scale import run_once  # noqa: E402
-from scenarios.params import Knob  # noqa: E402
 from scenarios.registry import LESSONS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,22 +33,12 @@ DOC = ROOT / "docs" / "benchmarks.md"
 HEADING = "## predict at every knob's predict maximum"
 
 
-def knob_values(knob: Knob) -> list[str]:
-    """What the knob is tried with: its predict maximum, or each choice (all of a list)."""
-    if knob.kind == "choice":
-        return list(knob.choices)
-    if knob.kind == "choices":
-        return [",".join(knob.choices)]
-    top = knob.upper("predict")
-    return [] if top is None else [knob.format(int(top) if knob.kind != "float" else top)]
-
-
 def commands() -> Iterator[str]:
     """Every `predict` argument line the benchmark runs."""
     for name, lesson in LESSONS.items():
         together: list[str] = []
         for field_name, knob in lesson.params.knobs():
-            values = knob_values(knob)
+            values = knob.predict_extremes()
             for value in values:
                 yield f"{name} -p {field_name}={value}"
             if values and knob.kind not in ("choice", "choices"):

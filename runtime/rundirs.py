@@ -80,28 +80,26 @@ def configured_root() -> Path:
     return Path(state) / "playground" / "runs"
 
 
-def _not_ours(root: Path) -> RunsDirError:
-    shown = "".join(ch if ch.isprintable() else "?" for ch in str(root))
-    return RunsDirError(
-        f"the runs folder {shown} is not empty and was not made by the playground: "
+# Why the runs folder is refused, in English and Spanish, by RunsDirError's kind.
+REFUSALS = {
+    "not_ours": (
+        "the runs folder {shown} is not empty and was not made by the playground: "
         "set PLAYGROUND_RUNS_DIR to a new or empty folder",
-        f"la carpeta de ejecuciones {shown} no está vacía y no la creó el playground: "
+        "la carpeta de ejecuciones {shown} no está vacía y no la creó el playground: "
         "ponga en PLAYGROUND_RUNS_DIR una carpeta nueva o vacía",
-        root,
-        "not_ours",
-    )
-
-
-def _not_a_folder(root: Path) -> RunsDirError:
-    shown = "".join(ch if ch.isprintable() else "?" for ch in str(root))
-    return RunsDirError(
-        f"the runs folder {shown} is not a folder: set PLAYGROUND_RUNS_DIR to a new or "
-        "empty folder",
-        f"la carpeta de ejecuciones {shown} no es una carpeta: ponga en PLAYGROUND_RUNS_DIR "
+    ),
+    "not_a_folder": (
+        "the runs folder {shown} is not a folder: set PLAYGROUND_RUNS_DIR to a new or empty folder",
+        "la carpeta de ejecuciones {shown} no es una carpeta: ponga en PLAYGROUND_RUNS_DIR "
         "una carpeta nueva o vacía",
-        root,
-        "not_a_folder",
-    )
+    ),
+}
+
+
+def _refused(root: Path, kind: str) -> RunsDirError:
+    shown = "".join(ch if ch.isprintable() else "?" for ch in str(root))
+    english, spanish = REFUSALS[kind]
+    return RunsDirError(english.format(shown=shown), spanish.format(shown=shown), root, kind)
 
 
 def _write_marker(path: Path, text: bytes) -> None:
@@ -142,9 +140,9 @@ def runs_root() -> Path:
         make_private_dir(root)
     else:
         if not stat.S_ISDIR(st.st_mode):
-            raise _not_a_folder(root)
+            raise _refused(root, "not_a_folder")
         if not is_ours(root):
-            raise _not_ours(root)
+            raise _refused(root, "not_ours")
         if stat.S_IMODE(st.st_mode) != PRIVATE_DIR:
             with contextlib.suppress(OSError):  # ours, made under a looser umask: tighten
                 root.chmod(PRIVATE_DIR)

@@ -156,6 +156,16 @@ class Knob:
             return _number(value)
         return str(value)
 
+    def predict_extremes(self) -> list[str]:
+        """The values at the far end of what `predict` accepts, as typed: the predict
+        maximum, each choice, or every choice at once (benchmarks/predict_max.py)."""
+        if self.kind == "choice":
+            return list(self.choices)
+        if self.kind == "choices":
+            return [",".join(self.choices)]
+        top = self.upper("predict")
+        return [] if top is None else [self.format(top if self.kind == "float" else int(top))]
+
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)

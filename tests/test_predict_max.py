@@ -25,25 +25,15 @@ from scenarios.inference.lesson import layout
 from scenarios.mixed_precision import buckets, sweep
 from scenarios.mixed_precision.lesson import MAX_PREDICT_LAYERS
 from scenarios.mixed_precision.plan import variants
-from scenarios.params import Knob, ParamError
+from scenarios.params import ParamError
 from scenarios.registry import LESSONS, get_lesson
-
-
-def at_maximum(knob: Knob) -> list[str]:
-    """What benchmarks/predict_max.py tries a knob with."""
-    if knob.kind == "choice":
-        return list(knob.choices)
-    if knob.kind == "choices":
-        return [",".join(knob.choices)]
-    top = knob.upper("predict")
-    return [] if top is None else [knob.format(top if knob.kind == "float" else int(top))]
 
 
 @pytest.mark.parametrize("name", list(LESSONS))
 def test_every_knob_at_its_predict_maximum_is_accepted_or_refused_in_one_line(name):
     lesson = get_lesson(name)
     for field, knob in lesson.params.knobs():
-        for value in at_maximum(knob):
+        for value in knob.predict_extremes():
             try:
                 params = lesson.params.parse({field: value}, "predict")
             except ParamError as refused:
