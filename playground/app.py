@@ -1,6 +1,6 @@
 """The terminal app a learner gets by typing `playground`.
 
-The top of DESIGN.md's picture (`playground/`: app, screens, widgets). The app
+The top of docs/design.md's picture (`playground/`: app, screens, widgets). The app
 owns the state every screen shares, the learner's `language`, and binds it
 down into each screen; screens post messages up (`HomeScreen.LessonChosen`) and
 the app decides what to show. One file per screen under playground.screens,
@@ -83,7 +83,7 @@ class PlaygroundApp(BilingualBindings, App[None]):
         # The Prometheus endpoint (PLAYGROUND_METRICS_PORT, playground.metrics_server):
         # each run's live per-rank figures, served while the app runs.
         self.metrics = metrics
-        # Before Textual replaces sys.stderr (DESIGN.md): the resource tracker that
+        # Before Textual replaces sys.stderr (docs/design.md): the resource tracker that
         # spawned ranks need must start now, or launching fails later.
         prepare()
         # No processes yet: the first run starts them, and the next ones reuse them.

@@ -1,6 +1,6 @@
 """`playground budget`: the course's cost sentence, a guard that refuses to overspend, the ledger.
 
-Lesson 0's budget guard as a real tool (issue 17; shared/REFERENCES.md, "Cost
+Lesson 0's budget guard as a real tool (issue 17; docs/references.md, "Cost
 discipline"):
 
 - `budget estimate --gpu rtx4090 --count 2 --hours 3 [--spot] [--setup 0.25h]

@@ -16,7 +16,7 @@ wrong and what is allowed, never a traceback); 1 a failed run (which rank, why);
 130 interrupted (SIGINT), 143 terminated (SIGTERM: its ranks end too). Output piped into a reader that stops early (`| head -1`)
 ends quietly.
 
-The front end of DESIGN.md's picture; never imports torch (`predict` stays
+The front end of docs/design.md's picture; never imports torch (`predict` stays
 well under a second). Textual and Plotly are imported only by the commands
 that need them.
 """
@@ -276,7 +276,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def _start_app() -> int:
     from runtime.launch import prepare
 
-    prepare()  # before Textual replaces sys.stderr (DESIGN.md)
+    prepare()  # before Textual replaces sys.stderr (docs/design.md)
     from playground.app import PlaygroundApp
     from playground.metrics_server import serve_app
 

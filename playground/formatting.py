@@ -1,6 +1,6 @@
 """Typed metrics for people: one way to print a value, a pair and a table of them.
 
-The one rendering path of DESIGN.md's lesson contract: the CLI's text, the
+The one rendering path of docs/design.md's lesson contract: the CLI's text, the
 app's metrics panel and the HTML export all go through `metric_table`, which
 knows units (scenarios.metrics.Unit), never a lesson or a metric's name.
 Metrics are grouped by series (a schedule, a ZeRO stage), the ones without a

@@ -1,6 +1,6 @@
 """Memory bars from typed metrics: the rows the app's memory widget and the HTML export draw.
 
-DESIGN.md's lesson contract: a lesson marks a byte Metric with the memory
+docs/design.md's lesson contract: a lesson marks a byte Metric with the memory
 `category` it is part of (params, grads, optimizer, activations, buffers);
 this module turns those metrics into bars, per series (a ZeRO stage, a
 pipeline schedule) and rank, measured then predicted, without knowing any

@@ -1,6 +1,6 @@
 """Prometheus for the front ends: the parent's per-rank figures, on 127.0.0.1 for a run's lifetime.
 
-Part of `playground/` in DESIGN.md (the front ends' side: `playground run
+Part of `playground/` in docs/design.md (the front ends' side: `playground run
 --metrics-port PORT`, and the app with PLAYGROUND_METRICS_PORT). The ranks
 report to the parent as they always do; the parent aggregates them
 (runtime.live_workers) and runtime.prometheus serves that view in Prometheus'

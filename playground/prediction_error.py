@@ -1,6 +1,6 @@
 """The prediction error budget: how far a run's headline time was predicted, before and after.
 
-Part of playground/ in DESIGN.md, beside playground.session. Before a run a
+Part of playground/ in docs/design.md, beside playground.session. Before a run a
 lesson's prediction comes from the calibrated profile alone (what `predict`
 says); after it, from the same Program with what the ranks measured
 (runtime.refine). Each paired metric of a run carries both (Metric.before,

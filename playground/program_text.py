@@ -1,6 +1,6 @@
 """A Program as text the learner reads and diffs: `playground show`.
 
-DESIGN.md: schedules are data, printed like torch.distributed.pipelining's
+docs/design.md: schedules are data, printed like torch.distributed.pipelining's
 `_Action` lists. Each rank's Actions become short tokens in order:
 
     F0 B3 W1     compute of microbatch 0, 3, 1 (F forward, B backward, W weight grad)

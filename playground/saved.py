@@ -1,6 +1,6 @@
 """Saved runs read back: a `run --json` document, or the --out dir of a torchrun run.
 
-Part of `playground/` in DESIGN.md, beside playground.session: `replay` turns
+Part of `playground/` in docs/design.md, beside playground.session: `replay` turns
 a file into the same Outcome a new run gives, so the app, the CLI and the
 exports show it alike. A saved file is untrusted input: it is decoded against
 playground.saved_schema (types, ranges, finite numbers, bounded strings

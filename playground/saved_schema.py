@@ -1,6 +1,6 @@
 """The schema of a saved run: what `replay` accepts from a file, and nothing else.
 
-A saved run is untrusted input (a classmate mails you one; DESIGN.md's trust
+A saved run is untrusted input (a classmate mails you one; docs/design.md's trust
 rule). Every field of the `--json` document (format 2) and of a torchrun
 `--out` directory is declared here with its type and range, and decoded by
 msgspec, which stops at the first field that is wrong and names it

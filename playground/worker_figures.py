@@ -1,6 +1,6 @@
 """Each rank's figures of an Outcome, and the front end's check of their settings.
 
-Part of `playground/` in DESIGN.md, between playground.session and runtime's
+Part of `playground/` in docs/design.md, between playground.session and runtime's
 pure per-rank accounting (runtime.live_workers, runtime.stragglers). What a
 lesson hands that accounting (its items, the memory categories, the straggler
 threshold of PLAYGROUND_STRAGGLER_RATIO) is scenarios.workers', shared with the

@@ -1,6 +1,6 @@
 """The words and figures of the per-rank report, for the Workers tab, the CLI and the HTML.
 
-Part of `playground/` in DESIGN.md, beside playground.formatting: the one place
+Part of `playground/` in docs/design.md, beside playground.formatting: the one place
 that turns a runtime.stragglers.WorkersReport into what a learner reads (a row
 per rank, the median row, the straggler sentence, sparklines), so the app's tab
 (playground.widgets.workers), `playground run`'s text and the HTML panel

@@ -2,7 +2,7 @@
 
 The launcher (runtime.launch) starts each rank with the spawn context and this
 module's `rank_process` as target. Keeping this module free of torch lets the
-UI process import the launcher without loading torch (DESIGN.md's rule) and
+UI process import the launcher without loading torch (docs/design.md's rule) and
 lets the rank set itself up before the heavy import:
 
 - stdin from /dev/null, stdout/stderr into `rank<R>.log` in the run directory,
@@ -22,7 +22,7 @@ each job's log into that job's run directory (`log_to`).
 
 RankSpec is everything the parent hands one rank, as data: who it is, where
 to rendezvous, the lesson's rank entry, typed params and this rank's Actions
-(DESIGN.md: the launcher is handed the rank entry and the Actions; it never
+(docs/design.md: the launcher is handed the rank entry and the Actions; it never
 looks a lesson up).
 
 Pure: stdlib only.

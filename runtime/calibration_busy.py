@@ -1,6 +1,6 @@
 """Collectives timed between computes, and the scales they give the cost model.
 
-Where it sits (DESIGN.md): runtime's pure part, beside runtime.calibration, whose
+Where it sits (docs/design.md): runtime's pure part, beside runtime.calibration, whose
 fit calls it. The calibrate job (runtime.calibration_rank._busy_collective) times
 collectives of BUSY_BYTES with every rank running a block's forward before each, as a
 training step interleaves them; a collective timed alone never waits for a rank the

@@ -1,6 +1,6 @@
 """Checkpoints that can be trusted: written whole or not at all, checked before loaded.
 
-In DESIGN.md's picture this is part of the runtime's engine layer ("checkpoints"),
+In docs/design.md's picture this is part of the runtime's engine layer ("checkpoints"),
 kept free of torch so that the restart supervisor (runtime.supervise, in the
 UI process) can choose which checkpoint to resume from, and the tests can
 check the format, without loading torch. Ranks hand tensors over as numpy

@@ -1,6 +1,6 @@
 """How fast a rank computes: the compute half of the cost model, measured or from a datasheet.
 
-In DESIGN.md's picture this is part of the CostModel the simulator uses, for
+In docs/design.md's picture this is part of the CostModel the simulator uses, for
 the compute Actions of the lessons that train the MiniGPT (a Transformer block
 costs what its matmuls cost, plus what launching its operators costs). Before
 any run has timed the lesson's own steps, every lesson estimates them from

@@ -1,6 +1,6 @@
 """Compute sharing the CPU cores: the simulator's model of ranks that outnumber the cores.
 
-Part of runtime's pure part (DESIGN.md: the simulator), used by runtime.eventloop
+Part of runtime's pure part (docs/design.md: the simulator), used by runtime.eventloop
 when the cost model states how many cores the ranks share (`cores`). Every
 computing rank progresses at the same rate (egalitarian processor sharing);
 the class below keeps that in O(log k) per event. Pure: stdlib only.

@@ -1,6 +1,6 @@
 """Device figures of a CUDA rank: memory from torch.cuda.memory_stats, utilisation from NVML.
 
-The hook of issue 13's per-rank metrics for GPU ranks, in DESIGN.md's engine
+The hook of issue 13's per-rank metrics for GPU ranks, in docs/design.md's engine
 part of runtime (torch, rank processes only): runtime.worker calls
 `device_counters` after each Action of a CUDA rank (at most every 50 ms) and
 records each figure as a Counter, which runtime.workers reads back as

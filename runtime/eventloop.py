@@ -1,6 +1,6 @@
 """The simulator's event loop, on compiled ops: what runtime.simulate runs a Program with.
 
-Part of DESIGN.md's second engine. runtime.simulate compiles each Action into
+Part of docs/design.md's second engine. runtime.simulate compiles each Action into
 an op, a plain tuple of the numbers the loop needs (a compute's seconds, a
 message's link, latency, bytes·beta and channel, a collective's group and
 seconds), and runs them here; a lesson that predicts at a scale where building

@@ -28,7 +28,7 @@ kill is SIGKILL and a hang SIGSTOP of the real rank process: what a crashed
 host and a wedged GPU or NCCL call look like from outside. The launcher
 (runtime.launch) must notice, name the rank and tear every rank down.
 
-In DESIGN.md's picture: runtime, pure part (stdlib only).
+In docs/design.md's picture: runtime, pure part (stdlib only).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The formulas the playground teaches, each named after its source.
 
 Pure functions of plain numbers, used by the cost model (runtime.costmodel),
-by scenario metrics and by the narrative panels. ../shared/REFERENCES.md lists
+by scenario metrics and by the narrative panels. docs/references.md lists
 the sources; the unit tests check these values exactly.
 
 Notation: n ranks, S message bytes, alpha seconds per message, beta seconds per
@@ -106,7 +106,7 @@ def even_split(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
-# -- pipeline schedules (REFERENCES.md, "Pipeline schedules") ---------------------
+# -- pipeline schedules (docs/references.md, "Pipeline schedules") ---------------------
 def pipeline_makespan(
     schedule: str, p: int, m: int, v: int = 1, f: float = 1.0, b: float = 2.0, w: float = 0.0
 ) -> float:

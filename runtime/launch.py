@@ -1,6 +1,6 @@
 """The launcher: start N rank processes, stream their Spans, detect failures, tear down.
 
-The parent side of DESIGN.md's real engine. It never imports torch: the UI
+The parent side of docs/design.md's real engine. It never imports torch: the UI
 process calls it, and its spawn target (runtime.bootstrap) imports the rank
 code inside the child. The caller hands it the lesson's rank entry, typed
 params and Program as data (LaunchSpec); each rank gets its own Actions.
@@ -124,7 +124,7 @@ def prepare() -> None:
     """Start multiprocessing's resource tracker now, before a UI replaces sys.stderr.
 
     Textual swaps sys.stderr; a tracker started later fails with
-    "bad value(s) in fds_to_keep" (DESIGN.md).
+    "bad value(s) in fds_to_keep" (docs/design.md).
     """
     from multiprocessing import resource_tracker
 

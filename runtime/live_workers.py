@@ -1,6 +1,6 @@
 """The parent's live view of every worker: figures per rank and step, as records arrive.
 
-Where it sits (DESIGN.md): runtime's pure part, in the parent (UI) process.
+Where it sits (docs/design.md): runtime's pure part, in the parent (UI) process.
 `LiveWorkers` is fed the records as the launcher streams them (`add`, or
 `add_message` with a `records` message: spans and counters batched every 50 ms
 by each rank), or a whole timeline at once (a replay, a prediction:

@@ -1,6 +1,6 @@
 """Program and Action: what each rank does, as data both engines interpret.
 
-This is the centre of DESIGN.md's picture ("one program, two engines"). A
+This is the centre of docs/design.md's picture ("one program, two engines"). A
 scenario's `build(params)` returns a Program; the real engine (runtime.worker)
 executes its Actions with torch.distributed and the simulator (runtime.simulate)
 executes the same Actions on a virtual clock. Both emit one Span per Action,

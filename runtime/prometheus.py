@@ -5,7 +5,7 @@ serves them: the CLI's and the app's metrics port (where the parent aggregates
 its ranks) and the torchrun entry's (each node's local rank 0 aggregates its
 node's ranks). Each hands it the live view to serve. It sits in runtime's pure
 part, beside the view it reads, because the torchrun entry may not import the
-UI's layer (DESIGN.md's layers) and two copies of the series' names would drift
+UI's layer (docs/design.md's layers) and two copies of the series' names would drift
 apart. It knows no lesson and no front end.
 
 Choices, and why:
@@ -21,7 +21,7 @@ Choices, and why:
   without items) has no sample, never a 0.
 
 Imports prometheus_client only when a server starts or is scraped (a third-party
-package of the project's dependencies, not in DESIGN.md's list for this layer);
+package of the project's dependencies, not in docs/design.md's list for this layer);
 never torch.
 """
 

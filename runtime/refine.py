@@ -1,6 +1,6 @@
 """The cost model after a run: what the ranks measured, folded back into the prediction.
 
-Where it sits (DESIGN.md): runtime's pure part, between a finished run and the
+Where it sits (docs/design.md): runtime's pure part, between a finished run and the
 prediction shown beside it (the caller hands it the Program, the measured and
 the predicted Timeline; a lesson's own measured costs come through `refine`).
 Each function takes the CostModel the run was predicted with and returns it with

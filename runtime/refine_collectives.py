@@ -1,7 +1,7 @@
 """After a run, each collective kind scaled as its instances took: runtime.refine's part
 for communication.
 
-Where it sits (DESIGN.md): runtime's pure part, between a finished run and the
+Where it sits (docs/design.md): runtime's pure part, between a finished run and the
 prediction shown beside it, with runtime.refine (compute, point-to-point). The
 hand-made collectives by their kind, torch's own blocking ones as
 `builtin.<kind>`, each series' non-blocking DDP buckets from the time they could

@@ -1,6 +1,6 @@
 """The model the prediction beside a finished run is simulated with: the run replayed.
 
-Where it sits (DESIGN.md): runtime's pure part, after runtime.refine has folded
+Where it sits (docs/design.md): runtime's pure part, after runtime.refine has folded
 the run's figures into the CostModel (that model, with the cores shared as the
 simulator shares them, stays the one to predict other configurations from). For
 the timeline drawn beside the run, `replay_compute` gives each compute cost the

@@ -1,7 +1,7 @@
 """The restart contract, as data: what a lesson asks of the supervisor, what each attempt's
 ranks are told, and what the supervisor reports back.
 
-In DESIGN.md's picture this is runtime's pure part: scenarios/base.py names
+In docs/design.md's picture this is runtime's pure part: scenarios/base.py names
 RestartPolicy (a lesson that checkpoints returns one), runtime.supervise acts on
 it in the parent process, and a rank reads its Attempt from RankContext.attempt.
 Keeping these types here, away from the supervisor, lets the UI import a lesson

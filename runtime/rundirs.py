@@ -1,6 +1,6 @@
 """Where runs live: private run directories under the user's state directory, pruned.
 
-Part of the real engine of DESIGN.md (the launcher and the restart supervisor
+Part of the real engine of docs/design.md (the launcher and the restart supervisor
 write rank logs, the rendezvous file and checkpoints here). Choices, and why:
 
 - Under `$XDG_STATE_HOME/playground/runs` (by default ~/.local/state/...), not

@@ -1,6 +1,6 @@
 """The simulator: executes a Program on a virtual clock with a CostModel.
 
-The second engine of DESIGN.md's picture. It emits one Span per Action with the
+The second engine of docs/design.md's picture. It emits one Span per Action with the
 same action ids the real engine uses, so a predicted timeline pairs with the
 measured one action by action.
 

@@ -1,7 +1,7 @@
 """The split backward of a zero-bubble schedule: the input's gradient now (Bi), the
 weights' later (W).
 
-Where it sits (DESIGN.md): the engine side, shared by the pipeline lesson's executor
+Where it sits (docs/design.md): the engine side, shared by the pipeline lesson's executor
 (scenarios.pipeline.executor runs zb-h1's B and W with it) and by calibration
 (runtime.calibration_compute times it beside a full backward, so a prediction before
 any run costs Bi and W as this machine runs them, not as B/2 each):

@@ -1,6 +1,6 @@
 """Every worker reports, the parent aggregates: per-rank series, spreads, the straggler.
 
-Where it sits (DESIGN.md): runtime's pure part, in the parent (UI) process.
+Where it sits (docs/design.md): runtime's pure part, in the parent (UI) process.
 runtime.live_workers keeps each rank's figures per step (runtime.workers) as
 records arrive, and hands them here as a WorkersReport, which says:
 

@@ -1,7 +1,7 @@
 """Restart like torchrun: on any rank failure, tear everything down and start again from
 the newest valid checkpoint, at most `max_restarts` times.
 
-In DESIGN.md's picture this sits on top of the real engine's launcher
+In docs/design.md's picture this sits on top of the real engine's launcher
 (runtime.launch), in the parent (UI) process, and never imports torch. It is
 what `torchrun --max-restarts` does for an elastic job, made visible:
 

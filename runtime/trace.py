@@ -1,6 +1,6 @@
 """Timeline records: Span (timing), Counter (memory samples), Mark (events).
 
-In DESIGN.md's picture these are the only records that flow from either engine
+In docs/design.md's picture these are the only records that flow from either engine
 to the UI and the exports. Both the real engine and the simulator produce a
 Timeline; measured and predicted Spans pair by `action_id`.
 

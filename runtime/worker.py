@@ -1,6 +1,6 @@
 """The rank process: rendezvous, run a lesson's rank code, record a Span per Action.
 
-The real engine of DESIGN.md's picture. Two ways in, one rank code:
+The real engine of docs/design.md's picture. Two ways in, one rank code:
 
 - launched by runtime.launch (via runtime.bootstrap): rendezvous through a
   FileStore in the run's private directory (loopback only: no listener), records
@@ -11,7 +11,7 @@ The real engine of DESIGN.md's picture. Two ways in, one rank code:
   runtime.torchrun_rank): env:// rendezvous, and each rank writes its spans
   and result to an output directory (read back by `playground replay`).
 
-The caller hands each rank everything as data (DESIGN.md's dependency
+The caller hands each rank everything as data (docs/design.md's dependency
 injection): the rank entry ("module:function", chosen by the lesson), the
 typed params, this rank's Actions, its faults and, under the restart
 supervisor, its Attempt. Nothing here names a lesson or imports `scenarios`.

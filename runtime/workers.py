@@ -1,6 +1,6 @@
 """Per-rank metrics of a run: what each worker did in each step, from the records we keep.
 
-Where it sits (DESIGN.md): runtime's pure part, beside trace.py. Both engines
+Where it sits (docs/design.md): runtime's pure part, beside trace.py. Both engines
 already record a Span per Action, memory Counters and Marks; this module turns
 one step's Spans (a `window`) into each rank's figures, the USE method per
 worker: utilisation (busy fraction), saturation (waiting on peers), errors are

@@ -1,6 +1,6 @@
 """The lesson contract: what one lesson package declares, typed from end to end.
 
-DESIGN.md's "lesson contract". A lesson is a package under scenarios/ whose
+docs/design.md's "lesson contract". A lesson is a package under scenarios/ whose
 `lesson.py` (no torch) reads top to bottom like the lesson it teaches:
 
 1. its params, a frozen dataclass (scenarios.params), and its rank result
@@ -19,7 +19,7 @@ has measured them), `check_faults` (which --fault specs the lesson can
 honour), `restart_policy` (restart like torchrun after a failure), `curves`
 (figures drawn beside the timeline, such as overhead versus checkpoint
 interval), `lump` (a prediction at a scale where simulating every Action
-would be slow: DESIGN.md's "predict is cheap at any scale it accepts") and
+would be slow: docs/design.md's "predict is cheap at any scale it accepts") and
 `items` (what a sample or token is, for each rank's throughput), `marks` (events
 read off the ranks' results, drawn on the measured timeline: a skipped step) and
 `figures` (metrics and curves that need the cost model or the run: a sweep the

@@ -1,6 +1,6 @@
 """Typed metrics: what a lesson reports, measured beside predicted, in one shape.
 
-Part of DESIGN.md's lesson contract. A lesson's `metrics` returns a list of
+Part of docs/design.md's lesson contract. A lesson's `metrics` returns a list of
 Metric; the app's metrics panel, the CLI's text, `--json` and the HTML export
 all render that list by one generic path and none of them knows a lesson.
 

@@ -1,6 +1,6 @@
 """A lesson's parameters: declared once, as a frozen dataclass, parsed the same everywhere.
 
-The first part of DESIGN.md's lesson contract. Each lesson declares its
+The first part of docs/design.md's lesson contract. Each lesson declares its
 parameters as a `Params` subclass whose fields carry, through `field` metadata,
 a `Knob`: the kind (integer, size with units, duration, choice…) and the bounds
 of a real run and of `predict` (the help a learner reads, in Spanish and

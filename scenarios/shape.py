@@ -1,6 +1,6 @@
 """The MiniGPT's shape knobs, one shared group of params for every lesson that trains it.
 
-Part of DESIGN.md's lesson contract: the model's layers, hidden size, heads,
+Part of docs/design.md's lesson contract: the model's layers, hidden size, heads,
 sequence length and vocabulary are declared once, with one set of bounds and
 one rule (hidden a multiple of heads); a lesson puts a `GPTShape` with its own
 defaults in its params (`model: GPTShape = GPTShape(layers=8, hidden=64)`),

@@ -1,6 +1,6 @@
 """A lesson's learner-facing texts, Spanish and English, from its package's texts.toml.
 
-Part of DESIGN.md's lesson contract: everything a learner reads about a lesson
+Part of docs/design.md's lesson contract: everything a learner reads about a lesson
 (its title and summary, the help of each parameter, the steps of its
 narrative with their formulas) lives in one catalog per lesson,
 `scenarios/<lesson>/texts.toml`, beside the Spanish/English catalog of the UI

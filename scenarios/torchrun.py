@@ -5,7 +5,7 @@
     playground replay out/
 
 It lives in scenarios/ because it looks a lesson up by name (the registry);
-runtime never does (DESIGN.md: the caller hands the engine the rank entry, the
+runtime never does (docs/design.md: the caller hands the engine the rank entry, the
 typed params and each rank's Actions). Every rank parses the same params and
 builds the same Program, then runs its own Actions through
 runtime.torchrun_rank, which rendezvouses through env:// (torchrun's

@@ -1,6 +1,6 @@
 """What a lesson tells the per-rank accounting: its unit of work, the memory categories, the straggler threshold.
 
-Part of the lesson contract (DESIGN.md), between a lesson and runtime's pure
+Part of the lesson contract (docs/design.md), between a lesson and runtime's pure
 per-rank accounting (runtime.live_workers, runtime.stragglers), which knows no
 lesson. Every front end that builds a live view of a run's workers builds it
 here, so they all count the same: the CLI and the app (playground.worker_figures,

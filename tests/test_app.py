@@ -1,6 +1,6 @@
 """The app's first screens, driven like a learner would: keys in, texts out.
 
-DESIGN.md, "Tests": App.run_test() + Pilot for behaviour, one snapshot of the
+docs/design.md, "Tests": App.run_test() + Pilot for behaviour, one snapshot of the
 home screen (English, forced with PLAYGROUND_LANG so it is stable on any
 machine), and a subprocess check that the UI never loads torch.
 """

@@ -186,7 +186,7 @@ def test_bad_fault_forms_are_refused(spec: str) -> None:
 
 # -- how often to checkpoint ------------------------------------------------------------
 def test_young_and_daly_exact_values() -> None:
-    """REFERENCES.md, "Fault tolerance": C = 60 s, M = 3 h."""
+    """docs/references.md, "Fault tolerance": C = 60 s, M = 3 h."""
     c, m = 60.0, 3 * 3600.0
     assert ci.young_interval(c, m) == pytest.approx((2 * c * m) ** 0.5)
     assert ci.young_interval(c, m) == pytest.approx(1138.4199576606165)

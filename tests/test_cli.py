@@ -330,7 +330,7 @@ def test_torchrun_path(tmp_path: Path) -> None:
 
 
 def test_layer_rules_hold() -> None:
-    """DESIGN.md's import rules, checked by import-linter's contracts in pyproject.toml."""
+    """docs/design.md's import rules, checked by import-linter's contracts in pyproject.toml."""
     lint = shutil.which("lint-imports")
     assert lint, "import-linter is part of the dev install"
     result = subprocess.run(

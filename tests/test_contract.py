@@ -172,14 +172,14 @@ def _strings(path: Path) -> list[str]:
 
 
 def test_runtime_names_nothing_above_it_not_even_as_a_string() -> None:
-    """DESIGN.md: the launcher is handed the rank entry; runtime never looks a lesson up."""
+    """docs/design.md: the launcher is handed the rank entry; runtime never looks a lesson up."""
     for path in sorted((ROOT / "runtime").glob("*.py")):
         for text in _strings(path):
             assert not text.startswith(("scenarios.", "playground.")), (path.name, text)
 
 
 def test_no_module_is_longer_than_a_sitting() -> None:
-    """DESIGN.md: a file is one idea, readable in one sitting (tests aside)."""
+    """docs/design.md: a file is one idea, readable in one sitting (tests aside)."""
     for folder in ("runtime", "scenarios", "playground", "benchmarks"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             lines = len(path.read_text().splitlines())

@@ -1,4 +1,4 @@
-"""Formulas of REFERENCES.md, checked with exact values."""
+"""Formulas of docs/references.md, checked with exact values."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The simulator against the alpha-beta formulas of REFERENCES.md, and its deadlock report."""
+"""The simulator against the alpha-beta formulas of docs/references.md, and its deadlock report."""
 
 from __future__ import annotations
 

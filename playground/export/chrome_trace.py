@@ -1,6 +1,6 @@
 """Chrome trace-event JSON of one Outcome, for Perfetto (ui.perfetto.dev) or chrome://tracing.
 
-In DESIGN.md's picture this is one of the "playground/ exports": `--trace
+In docs/design.md's picture this is one of the "playground/ exports": `--trace
 FILE.json` hands the measured and predicted Timelines to the tools engineers
 already use for real profiles (the PyTorch profiler writes this same format),
 so a learner can zoom, search and measure with them.

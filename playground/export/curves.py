@@ -1,6 +1,6 @@
 """A lesson's curves for the HTML export: y series over one x axis, labelled vertical lines.
 
-In the "playground/ exports" box of DESIGN.md: it draws every `Curve` of an
+In the "playground/ exports" box of docs/design.md: it draws every `Curve` of an
 Outcome (scenarios.metrics.Curve; a lesson's `curves` hook), knowing no
 lesson. The failure-resume lesson's overhead-versus-checkpoint-interval curve
 is the first: its Monte-Carlo and exact expectation as two lines, Young's,

@@ -1,6 +1,6 @@
 """A Plotly figure as an HTML fragment of the export's one page.
 
-In the "playground/ exports" box of DESIGN.md: the page (playground.export.html)
+In the "playground/ exports" box of docs/design.md: the page (playground.export.html)
 embeds plotly.js once, with its timeline; every other figure on it (lanes,
 workers, memory, curves) is written without it, with the same display options.
 

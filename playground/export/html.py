@@ -1,6 +1,6 @@
 """Offline Plotly HTML of one Outcome: measured above predicted on one time axis.
 
-In DESIGN.md's picture this is one of the "playground/ exports" at the bottom:
+In docs/design.md's picture this is one of the "playground/ exports" at the bottom:
 it turns the two Timelines of an Outcome (`run`, `predict` or `replay`) into a
 single self-contained file (`--export FILE.html`) a learner can open without a
 network, mail to a classmate or attach to a report.

@@ -1,6 +1,6 @@
 """A lesson's lanes for the HTML export: one row per item of work, its phases as bars.
 
-In the "playground/ exports" box of DESIGN.md: it draws every `Lanes` of an
+In the "playground/ exports" box of docs/design.md: it draws every `Lanes` of an
 Outcome (scenarios.metrics.Lanes; a lesson's `lanes` hook, computed here from
 the Outcome's timelines, so a replay has them too), knowing no lesson. The
 inference lesson's are the first: per request, the wait and prefill up to its

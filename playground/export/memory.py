@@ -2,7 +2,7 @@
 beside predicted, one panel per variant (ZeRO stage, pipeline schedule) side by side.
 
 The HTML twin of the app's memory widget (playground.widgets.memory), in the
-"playground/ exports" box of DESIGN.md. It draws playground.memory_rows of the
+"playground/ exports" box of docs/design.md. It draws playground.memory_rows of the
 lesson's typed metrics, so the figure and the app show the same bars from the
 same numbers; lessons without memory metrics get no figure.
 

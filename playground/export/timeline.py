@@ -1,6 +1,6 @@
 """The timeline figure of the HTML export: measured above predicted, one row per rank.
 
-Part of the "playground/ exports" of DESIGN.md (playground.export.html puts it
+Part of the "playground/ exports" of docs/design.md (playground.export.html puts it
 on the page). Choices, and why:
 - One bar trace per (row, kind), not one per Span: a run of a pipeline lesson
   has thousands of Spans, and per-trace overhead (JSON keys, legend entries,

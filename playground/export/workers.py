@@ -1,6 +1,6 @@
 """The per-rank utilisation panel of the HTML export, under the timeline.
 
-In the "playground/ exports" box of DESIGN.md, the HTML twin of the app's
+In the "playground/ exports" box of docs/design.md, the HTML twin of the app's
 Workers tab (playground.widgets.workers): for a real run (or a replayed one),
 each rank's average step split into compute, transfers, waiting for peers and
 idle time, as stacked bars, beside its work (compute + transfers) in every

@@ -1,6 +1,6 @@
 """The app's screens, one file per screen, and the bilingual key bindings they share.
 
-Part of `playground/` in DESIGN.md (the Textual front end). Every screen here
+Part of `playground/` in docs/design.md (the Textual front end). Every screen here
 follows "messages up, attributes down": the app owns the learner's `language`
 and binds it down into each screen (`data_bind`); a screen tells the app what
 the learner asked for with a message and never pushes screens itself.

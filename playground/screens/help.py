@@ -1,6 +1,6 @@
 """The help screen: every key of the app, in the learner's language (`?`).
 
-Part of `playground/` in DESIGN.md. It lists the bindings the lesson screen
+Part of `playground/` in docs/design.md. It lists the bindings the lesson screen
 and the app declare (their descriptions come from the i18n catalogs, so the
 list is always the keys that really work) and closes with Esc or `?`.
 """

@@ -1,6 +1,6 @@
 """The home screen: every lesson of the unit, in course order, built or still to come.
 
-The first thing a learner sees when typing `playground` (DESIGN.md, "What the
+The first thing a learner sees when typing `playground` (docs/design.md, "What the
 product is"). Lessons come from scenarios.registry.lessons(); the ones not
 built yet stay in the list, marked "coming soon", so the learner sees the
 whole unit. Choosing a built lesson posts `HomeScreen.LessonChosen` up to the

@@ -1,6 +1,6 @@
 """A lesson's screen: set the knobs, run it for real or predict it, step through it.
 
-Part of `playground/` in DESIGN.md: a screen that composes widgets and handles
+Part of `playground/` in docs/design.md: a screen that composes widgets and handles
 their messages; the widgets draw, format and run. Left, the lesson's controls
 (playground.widgets.controls: typed parameter form, Run, Predict, Open, status);
 right, the Gantt chart (measured, predicted or both, with its cursor), and

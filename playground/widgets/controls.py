@@ -1,6 +1,6 @@
 """The lesson's controls: the parameter form, Run / Predict / Open, the status line, progress.
 
-A `playground/` widget of DESIGN.md that owns everything about getting an
+A `playground/` widget of docs/design.md that owns everything about getting an
 Outcome: it validates the form, runs the real ranks in a thread worker
 (harlequin's pattern: the worker only computes and posts messages), predicts,
 opens a saved run, cancels, and says what is going on in the status line. The

@@ -1,6 +1,6 @@
 """The Curves tab: a lesson's curves drawn in the terminal, as the HTML export draws them.
 
-A `playground/` widget of DESIGN.md. It renders every `Curve` of an Outcome
+A `playground/` widget of docs/design.md. It renders every `Curve` of an Outcome
 (scenarios.metrics.Curve: a lesson's `curves` hook or its `figures`) with
 textual-plotext, knowing no lesson: the checkpoint-interval overhead with
 Young's and Daly's optimum, DDP's speed-up over ranks, the step time against

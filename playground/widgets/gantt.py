@@ -1,6 +1,6 @@
 """The Gantt chart: one row per rank, a bar per Span, measured beside predicted, and its cursor.
 
-A `playground/` widget of DESIGN.md, drawn with Textual's Line API (the rows
+A `playground/` widget of docs/design.md, drawn with Textual's Line API (the rows
 themselves are drawn by playground.widgets.gantt_draw): every terminal row is a
 `Strip` kept in an LRU cache keyed by what it depends on (data version, time
 window, width, cursor, mode), so moving the cursor redraws only what changed.

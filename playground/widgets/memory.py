@@ -1,6 +1,6 @@
 """Memory bars: per rank, bytes stacked by category, measured beside predicted.
 
-A `playground/` widget of DESIGN.md (Line API, cached Strips). Each rank gets
+A `playground/` widget of docs/design.md (Line API, cached Strips). Each rank gets
 a measured bar and, under it, the predicted one, on one scale for the whole
 chart, with the total in bytes at the end; a legend names the categories
 (params, grads, optimizer states, activations, communication buffers). Rows

@@ -1,6 +1,6 @@
 """The metrics panel: a lesson's typed metrics, measured beside predicted with the error.
 
-A `playground/` widget of DESIGN.md. It renders the list of Metric a lesson
+A `playground/` widget of docs/design.md. It renders the list of Metric a lesson
 returns through the one generic path (playground.formatting.metric_table):
 per series (a schedule, a ZeRO stage) a heading, then the predicted metrics
 as "measured | predicted | error" (per-rank lists side by side, with the

@@ -1,6 +1,6 @@
 """The narrative panel: the lesson step the time cursor is in, with its formula and number.
 
-A `playground/` widget of DESIGN.md. Before any cursor it shows the lesson's
+A `playground/` widget of docs/design.md. Before any cursor it shows the lesson's
 summary and the list of its steps; then the step whose phases include the
 phase of the Action under the cursor (title, body, formula), and the value of
 the Metric the step quotes, for the series under the cursor (the schedule or

@@ -1,6 +1,6 @@
 """The parameter form of a lesson, generated from the lesson's declared Params.
 
-A `playground/` widget of DESIGN.md. One line per knob (name, then an input;
+A `playground/` widget of docs/design.md. One line per knob (name, then an input;
 a Select for a single choice), shown as the learner would type it, validated
 on every change by the lesson's own Params (`Params.parse`, the same code the
 CLI and torchrun use), and the error shown under the field the ParamError

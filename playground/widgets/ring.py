@@ -1,6 +1,6 @@
 """The ring: ranks on a circle, and the chunk each one sends and receives at the cursor.
 
-A `playground/` widget of DESIGN.md (Line API: `render_line` returns cached
+A `playground/` widget of docs/design.md (Line API: `render_line` returns cached
 Strips). Lesson 1's picture: for the step of the ring all-reduce under the
 time cursor, each rank shows `→cK` (the chunk it sends to its right
 neighbour) and `←cJ` (the one it receives from its left), and the title names

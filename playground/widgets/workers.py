@@ -1,6 +1,6 @@
 """The Workers tab: one row per rank, sparklines of its steps, the median row, the straggler.
 
-A `playground/` widget of DESIGN.md, drawn with the Line API (cached Strips,
+A `playground/` widget of docs/design.md, drawn with the Line API (cached Strips,
 like playground.widgets.memory). The screen hands it what to show (attributes
 down): a run's runtime.live_workers.LiveWorkers while it streams its records
 (`show_live`), an Outcome when a run ends, a saved run is opened or a

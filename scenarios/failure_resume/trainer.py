@@ -18,7 +18,7 @@ One training step (the Actions of scenarios.failure_resume.lesson.build_for):
   of the updated shards follows.
 
 `save` and `load` write and read everything that decides the future
-(REFERENCES.md, "Fault tolerance"): parameters, Adam's moments and step, the LR
+(docs/references.md, "Fault tolerance"): parameters, Adam's moments and step, the LR
 schedule's position, the RNG states (python, numpy, torch) and the data
 position (epoch, batches consumed, the shuffled order), through
 runtime.checkpoint (safetensors and JSON, never pickle). A checkpoint loads on

@@ -4,7 +4,7 @@ Part of lesson 7's mechanism, pure. The same reading serves a measured run, a
 simulated Program and the scheduler's own clock (predict, the config search):
 it takes a plan (scenarios.inference.plan) and, for each iteration, the moment
 its tokens exist and the moment the series' clock started on the rank that
-received its requests. REFERENCES.md, "Distributed inference":
+received its requests. docs/references.md, "Distributed inference":
 
 - TTFT: first token − arrival (queueing and the prefill);
 - TPOT: (last token − first token) / (output tokens − 1), the time per output

@@ -1,6 +1,6 @@
 """Predict on a hardware profile: the scheduler on the roofline clock, drawn as a timeline.
 
-Part of lesson 7's prediction, pure (DESIGN.md: predict is cheap at any scale
+Part of lesson 7's prediction, pure (docs/design.md: predict is cheap at any scale
 it accepts). Rather than simulate every Action of a Program planned on this
 machine's clock, `predict` plans the trace on the profile's own clock
 (scenarios.inference.stepmodel's roofline with the profile's rates, links and

@@ -1,6 +1,6 @@
 """A planned serving run as a Program: each rank's Actions, iteration by iteration.
 
-Part of lesson 7's mechanism, pure (DESIGN.md: one program, two engines). The
+Part of lesson 7's mechanism, pure (docs/design.md: one program, two engines). The
 scheduler's plan (scenarios.inference.plan) fixes which sequences run in each
 iteration; this module writes what each rank does for it, so that the real
 ranks (scenarios.inference.rank) and the simulator run the same steps:

@@ -2,7 +2,7 @@
 
 Part of lesson 7's mechanism, pure. Data parallelism for serving is several
 copies of the model (replicas) behind a router; how the router picks one
-shapes latency (REFERENCES.md, "Routing across replicas"):
+shapes latency (docs/references.md, "Routing across replicas"):
 
 - round-robin: replica 0, 1, 2, ... in turn: fair in count, blind to load and
   to what each replica has cached;

@@ -3,7 +3,7 @@
 Part of lesson 7's mechanism, pure. The same formulas plan the Program's
 schedule (the planning clock), estimate its compute costs before a run, and
 predict at scale on a GPU profile (the config search), so a number means the
-same thing everywhere. REFERENCES.md, "Distributed inference".
+same thing everywhere. docs/references.md, "Distributed inference".
 
 An iteration asks a slice of the model (some layers, maybe the embedding and
 the head, 1/t of each matrix under TP) to process a `Work`: T new positions in

@@ -1,6 +1,6 @@
 """The request trace the server answers: seeded Poisson arrivals, prompts and lengths.
 
-Part of lesson 7's mechanism (scenarios.inference; DESIGN.md: a lesson's own
+Part of lesson 7's mechanism (scenarios.inference; docs/design.md: a lesson's own
 mechanism lives in its package). Everything here is plain data from a seed, so
 the scheduler that plans the Program (scenarios.inference.scheduler), the rank
 code that serves it and the tests all see the very same requests.

@@ -1,6 +1,6 @@
 """Number formats: what fp16 and bf16 can hold, and what a value becomes in each.
 
-Lesson 6's number-format explorer (REFERENCES.md "Mixed precision"; the
+Lesson 6's number-format explorer (docs/references.md "Mixed precision"; the
 figures are torch.finfo's, which the tests check): a learner types a value in
 the app (`-p value=1e-5`) and the metrics say what fp16 and bf16 store for it,
 and whether it is normal, subnormal (fewer significant bits: lost precision),

@@ -11,7 +11,7 @@ how far the hand-written DDP's gradients are from torch's, how many of a real
 step's gradients fp16 flushes to zero with and without scaling, and the
 number-format explorer (the `value` a learner types, as fp16 and bf16 store it).
 
-Memory per parameter with Adam (REFERENCES.md "Mixed precision"): fp32 4 + 4 + 8
+Memory per parameter with Adam (docs/references.md "Mixed precision"): fp32 4 + 4 + 8
 = 16 B; mixed 2 (fp16/bf16 weights) + 2 (their gradients) + 4 (fp32 master) + 8
 (Adam's moments) = 16 B (ZeRO's 2 + 2 + 12), 18 B when the gradients are kept in
 fp32 (Megatron's main grads); here the fp32 copy of the gradients exists only

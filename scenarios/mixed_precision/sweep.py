@@ -1,7 +1,7 @@
 """Lesson 6 at scale: one rank's step in closed form, the bucket-size sweep, the loss curves.
 
 Every data-parallel rank runs the same step (the same actions, costs and
-group), so one rank stands for all of them (DESIGN.md: predict is cheap at any
+group), so one rank stands for all of them (docs/design.md: predict is cheap at any
 scale). `one_step` walks rank 0's Actions of a step (scenarios.mixed_precision
 .plan) with the simulator's rules for overlap (runtime.simulate): compute one
 after the other; each bucket's all-reduce starts at its launch or when the

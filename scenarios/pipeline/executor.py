@@ -1,6 +1,6 @@
 """The real pipeline executor: runs a rank's F/B/W and p2p Actions with autograd.
 
-The engine side of lesson 5 (DESIGN.md: a lesson's mechanism lives in its
+The engine side of lesson 5 (docs/design.md: a lesson's mechanism lives in its
 package; the schedules themselves are data from scenarios.pipeline.schedules).
 For each Action of its list a rank:
 

@@ -6,7 +6,7 @@ list of its compute slots in the order it runs them. scenarios.pipeline
 around each slot); the lesson's narrative follows `phase_of`.
 
 A "slot" is one unit of a rank's work: ("F" | "B" | "W", chunk, microbatch).
-Vocabulary (shared/REFERENCES.md, "Pipeline schedules"): p ranks, m
+Vocabulary (docs/references.md, "Pipeline schedules"): p ranks, m
 microbatches, v model chunks per rank; stage s lives on rank s mod p, chunk
 s // p of that rank.
 

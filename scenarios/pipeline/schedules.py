@@ -1,12 +1,12 @@
 """Pipeline schedules as data: GPipe, 1F1B, interleaved 1F1B and ZB-H1 as Programs.
 
-Lesson 5 of the course, in DESIGN.md's "one program, two engines" picture: each
+Lesson 5 of the course, in docs/design.md's "one program, two engines" picture: each
 schedule's order of work (scenarios.pipeline.orders) becomes, for every rank,
 its ordered compute and point-to-point Actions, which the simulator costs and
 the real engine (scenarios.pipeline.rank) runs with autograd. The order of a
 rank's list *is* the schedule; every Action carries its schedule as `series`.
 
-Vocabulary (shared/REFERENCES.md, "Pipeline schedules"): p ranks, m
+Vocabulary (docs/references.md, "Pipeline schedules"): p ranks, m
 microbatches, v model chunks per rank, so p·v stages; stage s lives on rank
 s mod p (Megatron's placement), chunk s // p of that rank.
 

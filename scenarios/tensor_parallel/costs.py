@@ -1,6 +1,6 @@
 """What each compute segment of the tensor-parallel step costs before a run has timed it.
 
-Part of lesson 4's prediction (DESIGN.md: the simulator costs the Program's
+Part of lesson 4's prediction (docs/design.md: the simulator costs the Program's
 compute Actions from the CostModel's table). The hand-written step is cut into
 segments between collectives (scenarios.tensor_parallel.program): a rank's
 share of the attention (its heads), of the MLP (its columns), of the head (its

@@ -1,7 +1,7 @@
 """Megatron's tensor-parallel pieces, written by hand: f, g, and the vocab-parallel loss.
 
 Lesson 4's mechanism (Shoeybi et al. 2019 §3; Korthikanti et al. 2022 for
-sequence parallelism; REFERENCES.md "Tensor parallel"). Every collective goes
+sequence parallelism; docs/references.md "Tensor parallel"). Every collective goes
 through a `Tracer`, which runs it with torch.distributed on the TP group and
 records what it was (kind, place, layer, direction, bytes) and when: the rank
 code turns those records into one Span per collective of the lesson's Program

@@ -1,6 +1,6 @@
 """Activation memory of one Transformer layer under tensor and sequence parallelism.
 
-Lesson 4's memory accounting (REFERENCES.md, "Tensor parallel"), two ways:
+Lesson 4's memory accounting (docs/references.md, "Tensor parallel"), two ways:
 
 - `korthikanti`: the paper's closed forms (Korthikanti et al. 2022, Table 2;
   Megatron's `theoretical_memory_usage.py`), bytes per layer in 16-bit with

@@ -1,6 +1,6 @@
 """The MiniGPT split Megatron-style across the ranks of one tensor-parallel group, by hand.
 
-Lesson 4's model (DESIGN.md: a lesson's own mechanism). Built from the very
+Lesson 4's model (docs/design.md: a lesson's own mechanism). Built from the very
 MiniGPT every rank constructs from its seed (runtime.models), with the token
 embedding tied to the head as GPT-2 and Megatron do: each rank copies out its
 shard, and remembers where each shard came from, so its gradients can be

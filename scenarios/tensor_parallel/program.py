@@ -1,7 +1,7 @@
 """Lesson 4's Program: one training step of the tensor-parallel MiniGPT, each rank's
 computes and collectives in the order autograd runs them.
 
-DESIGN.md's "one program, two engines": the hand-written Megatron TP step is a
+docs/design.md's "one program, two engines": the hand-written Megatron TP step is a
 chain where every collective depends on the one before it (the residual stream
 passes through each), so its order is fixed and written here as data:
 

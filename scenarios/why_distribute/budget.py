@@ -1,6 +1,6 @@
 """The course's cost sentence: GPUs × $/GPU-hour × (hours + setup) × margin, against a budget.
 
-shared/REFERENCES.md, "Cost discipline": before any cloud experiment, write "This
+docs/references.md, "Cost discipline": before any cloud experiment, write "This
 starts 2× RTX 4090 spot at ~$0.35/h each = $0.70/h, runs ~3 h including setup =
 $2.10. Budget: $3.00. Accepted, $0.90 to spare." and refuse to launch above the
 budget. This is that arithmetic and that sentence, pure: the lesson writes it for

@@ -2,7 +2,7 @@
 
 The rank side (scenarios.why_distribute.rank) trains the MiniGPT (fp32, Adam) in
 these series, one after the other on the same ranks, each starting with a
-barrier of every rank (DESIGN.md: one Program, several variants, each Action
+barrier of every rank (docs/design.md: one Program, several variants, each Action
 carrying its `series`):
 
 - `alone` (memory): rank 0 alone tries one training step with a per-rank memory

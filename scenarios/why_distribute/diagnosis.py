@@ -1,6 +1,6 @@
 """The diagnosis: does it fit one GPU, how long would one GPU take, and so which pressure.
 
-Lesson 0's first claim (shared/REFERENCES.md, "Why distribute"): there are two
+Lesson 0's first claim (docs/references.md, "Why distribute"): there are two
 reasons to distribute, the model's training state does not fit one GPU (memory)
 or one GPU takes too long (time), and each calls for its own cure:
 

@@ -1,6 +1,6 @@
 """Where a model's memory goes on one GPU, and how long one GPU takes to train it.
 
-Lesson 0's arithmetic, from shared/REFERENCES.md ("Why distribute", "Data
+Lesson 0's arithmetic, from docs/references.md ("Why distribute", "Data
 parallel and ZeRO", "Tensor parallel", "Distributed inference"), each formula
 taken from runtime.formulas:
 
@@ -124,7 +124,7 @@ def element_bytes(precision: str) -> int:
 def inference_bytes(psi: float, shape: GPTShape, precision: str, batch: int) -> dict[str, float]:
     """Serving on one GPU: the weights, and the KV cache of `batch` sequences of
     `seq` tokens, 2·L·h·bytes per token (every head keeps its keys and values;
-    REFERENCES.md, "Distributed inference")."""
+    docs/references.md, "Distributed inference")."""
     elem = element_bytes(precision)
     kv = 2 * shape.layers * shape.hidden * elem * shape.seq * batch
     return {"params": psi * elem, "activations": float(kv)}

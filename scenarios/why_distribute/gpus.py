@@ -1,6 +1,6 @@
 """The GPUs a learner can name (`a100-80gb`, `h100-80gb`, `rtx4090`…), as the cost model sees them.
 
-Part of lesson 0's mechanism (DESIGN.md: the lesson's own modules beside
+Part of lesson 0's mechanism (docs/design.md: the lesson's own modules beside
 lesson.py). A course names GPUs the way a cloud console does; the cost model
 knows hardware profiles (runtime.profiles: links, memory, compute rates from the
 datasheet, each with its sources). This module maps one onto the other and

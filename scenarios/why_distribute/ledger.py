@@ -1,6 +1,6 @@
 """The unit's spend ledger: its line format, and how a ledger's bytes are checked and totalled.
 
-Lesson 0's cost discipline (shared/REFERENCES.md, "Cost discipline": an
+Lesson 0's cost discipline (docs/references.md, "Cost discipline": an
 append-only spend ledger checked with the estimate before each launch, against
 the unit's total ceiling). `playground budget` (playground.budget) reads it and
 appends to it through scenarios.why_distribute.ledger_lock, which holds the

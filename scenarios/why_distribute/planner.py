@@ -1,6 +1,6 @@
 """The 3D planner: every DP × TP × PP layout that fits, timed, ranked by time and by cost.
 
-Lesson 0's second half (issue 17, shared/REFERENCES.md "Why distribute, 3D").
+Lesson 0's second half (issue 17, docs/references.md "Why distribute, 3D").
 For N GPUs in nodes of G, it tries every n = N, N/2, N/4… GPUs (fewer GPUs can be
 the cheaper plan), every way to write n = t·p·d with t dividing the heads and p at
 most the layers (and PP_MAX), one or two model chunks per pipeline rank

@@ -1,6 +1,6 @@
 """The price table shipped with the course: $/GPU-hour, its source and its date.
 
-Part of lesson 0's cost discipline (shared/REFERENCES.md, "Cost discipline": a
+Part of lesson 0's cost discipline (docs/references.md, "Cost discipline": a
 price table that states its source and date, and a guard that refuses a stale
 one). The table is data, scenarios/why_distribute/prices.toml, read and checked
 once: every GPU of scenarios.why_distribute.gpus that it prices has a positive,
