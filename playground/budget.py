@@ -114,22 +114,22 @@ def _estimate_only(args: argparse.Namespace, language: str) -> int:
     book = ledger.read()
     _report(book, language)
     estimate = _estimate(args)
-    verdict, _ = _verdict(args, estimate, book, language)
+    verdict = _verdict(args, estimate, book, language)
     print(sentence(verdict, language))
     return 0 if verdict.accepted else REFUSED
 
 
 def _verdict(
     args: argparse.Namespace, estimate: Estimate, book: ledger.Ledger, language: str
-) -> tuple[Verdict, float]:
+) -> Verdict:
     """The estimate against this experiment's budget and what the ceiling has left (spent
-    and reserved by guards still running taken off); the budget the guard enforces."""
+    and reserved by guards still running taken off); its budget is what the guard enforces."""
     left = args.ceiling - book.committed
     budget = max(min(args.budget if args.budget is not None else left, left), 0.0)
     if args.budget is not None and left < args.budget:
         print(phrase("ceiling_note", language, ceiling=money(args.ceiling),
                      spent=money(book.committed), left=money(left)))  # fmt: skip
-    return Verdict(estimate, budget), budget
+    return Verdict(estimate, budget)
 
 
 def _report(book: ledger.Ledger, language: str) -> None:
@@ -267,7 +267,8 @@ def _guard(args: argparse.Namespace, language: str) -> int:
     with Guard() as guard:  # signals caught from here on: nothing starts after one
         with ledger_lock.locked() as held:
             _report(held.book, language)
-            verdict, budget = _verdict(args, estimate, held.book, language)
+            verdict = _verdict(args, estimate, held.book, language)
+            budget = verdict.budget
             print(sentence(verdict, language), flush=True)
             if guard.received is not None:
                 held.append(_line(what, estimate, "interrupted", signame(guard.received)))

@@ -36,6 +36,7 @@ from playground.i18n import default_language, t
 from playground.report import check_outputs, dumps, report, report_calibration
 from playground.usage import UsageError, argparse_text
 from playground.worker_figures import check_settings
+from runtime.rundirs import private_umask
 
 SHOW_MAX_RANKS = 256
 
@@ -297,7 +298,7 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.umask(0o077)  # what a command writes under the state dir is the user's alone
+    private_umask()  # what a command writes under the state dir is the user's alone
     args = build_parser().parse_args(argv)
     if args.command in ("run", "calibrate"):  # commands that start ranks: SIGTERM as SIGINT
         from runtime.spawn import end_on_sigterm

@@ -105,7 +105,10 @@ class Guard:
         code: int | None = None
         why = ""
         while why == "":
-            code = self._reap(child.pid)
+            # The job is this guard's own child: wait on it alone (a scan of /proc every
+            # tick is for _end, where orphans must be found too).
+            pid, status = os.waitpid(child.pid, os.WNOHANG)
+            code = os.waitstatus_to_exitcode(status) if pid == child.pid else None
             if code is not None:
                 why = "exit"
             elif self.received is not None:

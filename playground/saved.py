@@ -91,14 +91,8 @@ def replay(path: str | Path) -> Outcome:
         ) from None
 
 
-def _read(path: Path, limit: int = schema.MAX_FILE_BYTES) -> bytes:
-    """At most `limit` bytes of the regular file `path` (runtime.files.read_bounded: a
-    device, a FIFO or a socket is refused before it is opened; st_size is not trusted)."""
-    return read_bounded(path, limit)
-
-
 def _replay_file(path: Path) -> Outcome:
-    data = _read(path)
+    data = read_bounded(path, schema.MAX_FILE_BYTES)
     if b'"format"' not in data[:4096] and b'"scenario"' in data[:4096]:
         raise UsageError.said("saved.old_format", path=plain(path), format=FORMAT)
     doc: schema.RunDoc = schema.decode(data, schema.RunDoc)
@@ -141,7 +135,7 @@ def _replay_dir(path: Path) -> Outcome:
     # a terabyte read in.
     budget = schema.MAX_FILE_BYTES
     try:  # named, as a rank file is: the dir holds several
-        data = _read(run_file, schema.SIDECAR_MAX_BYTES)
+        data = read_bounded(run_file, schema.SIDECAR_MAX_BYTES)
         meta: schema.TorchrunMeta = schema.decode(data, schema.TorchrunMeta)
         lesson, params = _lesson(meta.scenario, meta.params)
     except schema.SavedRunError as exc:
@@ -160,7 +154,7 @@ def _replay_dir(path: Path) -> Outcome:
                 "saved.dir_too_large", path=plain(path), mib=schema.MAX_FILE_BYTES // 2**20
             )
         try:
-            data = _read(rank_file, budget)
+            data = read_bounded(rank_file, budget)
         except TooLarge:
             if budget == schema.MAX_FILE_BYTES:  # this one file is too large: said as such
                 raise

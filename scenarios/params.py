@@ -35,7 +35,7 @@ from runtime.units import (
     typed_bytes,
     typed_duration,
 )
-from scenarios.param_error import PHRASES, ParamError, Parts
+from scenarios.param_error import ParamError, Parts
 
 Mode = Literal["run", "predict"]
 Kind = Literal["int", "float", "bytes", "duration", "choice", "choices", "count"]
@@ -67,10 +67,6 @@ class Knob:
         if mode == "predict" and self.predict_maximum is not None:
             return self.predict_maximum
         return self.maximum
-
-    def allowed(self, mode: Mode) -> str:
-        """What a value may be, in English: "an integer from 1 to 8"."""
-        return "".join(PHRASES[key].format(**values) for key, values in self.allowed_parts(mode))
 
     def allowed_parts(self, mode: Mode) -> Parts:
         """What a value may be, as PHRASES parts (the edge words them in any language)."""
@@ -263,6 +259,15 @@ class Params:
             elif isinstance(f.default, Params):
                 out.extend(type(f.default).knobs())
         return out
+
+    @classmethod
+    def knob_groups(cls) -> list[tuple[str | None, list[tuple[str, Knob]]]]:
+        """The lesson's own knobs (group None), then each shared group's knobs under its
+        field's name (`model`: the MiniGPT's shape), in declaration order (the form)."""
+        own = [(f.name, f.metadata[KNOB]) for f in fields(cls) if KNOB in f.metadata]
+        groups = [(f.name, type(f.default).knobs()) for f in fields(cls)
+                  if KNOB not in f.metadata and isinstance(f.default, Params)]  # fmt: skip
+        return [(None, own), *groups]
 
     @classmethod
     def knob(cls, name: str) -> Knob:

@@ -38,6 +38,7 @@ from typing import NoReturn
 
 from runtime.node_stream import NodeSink, NodeStreamError
 from runtime.prometheus import MetricsPortError, MetricsServer, check_port
+from runtime.rundirs import private_umask
 from scenarios.base import Lesson, parse_param_args
 from scenarios.params import ParamError, Params
 from scenarios.registry import get_lesson
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         _error(exc.args[0] if exc.args else exc)
         return 2
 
-    os.umask(0o077)  # what the rank writes (--out) is the user's alone
+    private_umask()  # what the rank writes (--out) is the user's alone
     _end_on_sigterm()  # before torch starts any thread: they all inherit the blocked signal
     # Imported only now: torch, after the arguments are known to be good.
     from runtime.bootstrap import RankSpec

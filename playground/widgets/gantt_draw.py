@@ -195,7 +195,7 @@ def row_strip(
             chars[col], styles[col] = "┃", DIVIDER
     if not row.predicted:
         for mark in marks:
-            col = int((mark.t - lo) / step) if step > 0 else -1
+            col = column(mark.t, lo, step)
             if 0 <= col < plot and (mark.rank is None or mark.rank == row.rank):
                 chars[col], styles[col] = MARK_GLYPHS[mark.kind]
     name_style = Style(color="#B0B0B0", dim=row.predicted, bold=not row.predicted)

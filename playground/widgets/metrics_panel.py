@@ -42,6 +42,14 @@ def break_name(name: str, width: int) -> list[str]:
     return [line for line in lines if line]
 
 
+def name_lines(label: tuple[str, str], indent: str, width: int) -> list[Content]:
+    """A row's (text, style) label alone, on as many lines as it needs (break_name)."""
+    return [
+        Content.styled(indent + part, label[1])
+        for part in break_name(label[0].strip(), width - len(indent))
+    ]
+
+
 def metrics_content(
     metrics: list[Metric], language: str, width: int = 80, headline: tuple[str, ...] = ()
 ) -> Content:
@@ -70,8 +78,7 @@ def metrics_content(
                 "bold" if row.paired else "$foreground-muted",
             )
             if text_list(row.metric) and not row.paired:  # a list: one item per line
-                for part in break_name(label[0].strip(), width - len(indent)):
-                    lines.append(Content.styled(indent + part, label[1]))
+                lines += name_lines(label, indent, width)
                 lines += [Content(f"{indent}  · {plain(v)}") for v in row.metric.value]
                 continue
             if row.paired:
@@ -83,8 +90,7 @@ def metrics_content(
             if len(label[0]) + len(values.plain) <= width:
                 lines.append(Content.assemble(label, values))
             else:
-                for part in break_name(label[0].strip(), width - len(indent)):
-                    lines.append(Content.styled(indent + part, label[1]))
+                lines += name_lines(label, indent, width)
                 lines.append(Content.assemble(f"{indent}    ", values))
     # Last, as the text report prints it: the metrics stay where a narrow panel shows them.
     budget = budget_lines(budget_rows(metrics, headline), budget_words(language))

@@ -20,7 +20,7 @@ Imports: textual and lesson definitions; never torch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -30,26 +30,13 @@ from textual.widgets import Collapsible, Input, Label, Select, Static
 from playground.i18n import t
 from playground.usage import param_error_text
 from scenarios.base import Lesson
-from scenarios.params import KNOB, Knob, Mode, ParamError, Params
+from scenarios.params import Knob, Mode, ParamError, Params
 
 # The names' column is at most this wide; a longer name gets a line of its own.
 MAX_LABEL = 17
 # Narrower than this beside the column, a value is cut to nothing (`gpu a ▼`): each name
 # then takes only its own width, and the values are no longer aligned.
 MIN_VALUE = 12
-
-
-def knob_groups(params: type[Params]) -> list[tuple[str | None, list[tuple[str, Knob]]]]:
-    """The lesson's own knobs (group None), then each shared group's (by its field name),
-    in declaration order."""
-    own: list[tuple[str, Knob]] = []
-    groups: list[tuple[str | None, list[tuple[str, Knob]]]] = []
-    for f in fields(params):
-        if KNOB in f.metadata:
-            own.append((f.name, f.metadata[KNOB]))
-        elif isinstance(f.default, Params):
-            groups.append((f.name, type(f.default).knobs()))
-    return [(None, own), *groups]
 
 
 class ParamForm(VerticalScroll):
@@ -86,7 +73,7 @@ class ParamForm(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         defaults = self.lesson.params().typed()
-        groups = knob_groups(self.lesson.params)
+        groups = self.lesson.params.knob_groups()
         label_width = self.label_width = min(MAX_LABEL, 1 + max(len(n) for n, _ in self.knobs))
         for group, knobs in groups:
             rows = [

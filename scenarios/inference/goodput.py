@@ -85,9 +85,7 @@ def goodput_curve(
     lumpable = run is None and not model.slow
     sampled = params.requests > CURVE_REQUESTS
 
-    def at(rate: float) -> InferenceParams:
-        if rate == params.rate:
-            return params
+    def at(rate: float) -> InferenceParams:  # another rate: the trace's start
         return replace(params, rate=rate, requests=min(params.requests, CURVE_REQUESTS))
 
     # The lesson's own rate first: predict has just planned it (scenarios.inference.predict
@@ -104,11 +102,11 @@ def goodput_curve(
             lines[f"{m} predicted"] = [p[m] for p in points]
             es[f"{m} predicted"] = f"{m} predicho"
     if run is not None:
-        at = RATE_FACTORS.index(1.0)
+        own_index = RATE_FACTORS.index(1.0)
         for index in layout(params)[1]:
             measured = read_timeline(index, run.measured).goodput(*slo)
             name = f"{index.series} measured (this run)"
-            lines[name] = [measured if k == at else None for k in range(len(rates))]
+            lines[name] = [measured if k == own_index else None for k in range(len(rates))]
             es[name] = f"{index.series} medido (esta ejecución)"
     lines["offered"] = rates
     slos = f"(TTFT ≤ {params.ttft_slo:g} s, TPOT ≤ {params.tpot_slo:g} s)"

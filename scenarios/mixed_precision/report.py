@@ -212,14 +212,10 @@ def explorer(value: float) -> list[Metric]:
     """What fp16 and bf16 store for the learner's `value`, and what became of it."""
     out = [Metric("value", "number", value)]
     for fmt in ("fp16", "bf16"):
+        kind = formats.classify(value, fmt)
         out += [
             Metric(f"value_{fmt}", "number", formats.stored(value, fmt)),
-            Metric(
-                f"value_{fmt}_is",
-                "text",
-                formats.classify(value, fmt),
-                es=CLASSES_ES[formats.classify(value, fmt)],
-            ),
+            Metric(f"value_{fmt}_is", "text", kind, es=CLASSES_ES[kind]),
         ]
     return out
 
