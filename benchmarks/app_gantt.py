@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from textual.app import App, ComposeResult  # noqa: E402
 
 from playground.widgets.gantt import GanttView  # noqa: E402
-from runtime.trace import Span, Timeline  # noqa: E402
+from runtime.sim.trace import Span, Timeline  # noqa: E402
 
 KINDS = ("F", "B", "W", "send", "recv", "sendrecv")
 

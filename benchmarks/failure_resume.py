@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playground import session  # noqa: E402
-from runtime.units import format_seconds  # noqa: E402
+from runtime.sim.units import format_seconds  # noqa: E402
 from scenarios.failure_resume import interval  # noqa: E402
 from scenarios.metrics import Metric  # noqa: E402
 

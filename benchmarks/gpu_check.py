@@ -5,7 +5,7 @@
 What a CPU machine cannot check (the course's machines have no GPU):
 1. CUDA compute: the MiniGPT's forward and backward on the GPU equal the CPU's
    (loss and every gradient, float32, within 1e-4 relative), and the GPU's compute
-   rates (runtime.compute: block forward/backward fitted to overhead + FLOPs/rate,
+   rates (runtime.sim.compute: block forward/backward fitted to overhead + FLOPs/rate,
    Adam per element) are measured the way `playground calibrate` measures a CPU's,
    with CUDA synchronised around each timing.
 2. NCCL: one GPU cannot hold two NCCL ranks, so NCCL runs at world size 1, the
@@ -16,7 +16,7 @@ What a CPU machine cannot check (the course's machines have no GPU):
 3. The same lesson on gloo, for the table.
 
 It prints a table and writes the measured profile (a CostModel in JSON, usable as
-a starting point for a profile in runtime/profiles.py) to --out. Exit status 0
+a starting point for a profile in runtime/sim/profiles.py) to --out. Exit status 0
 when every check passes, 1 otherwise; 2 without a CUDA GPU.
 """
 
@@ -33,7 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runtime.compute import ComputeRates, block_flops, fit_block  # noqa: E402
+from runtime.fit.compute_fit import fit_block  # noqa: E402
+from runtime.sim.compute import ComputeRates, block_flops  # noqa: E402
 
 SHAPES = ((64, 2048, 64), (128, 2048, 64), (256, 4096, 64), (512, 4096, 128), (1024, 8192, 128))
 
@@ -58,7 +59,7 @@ def numerics() -> float:
     """Largest relative difference of loss and gradients, GPU against CPU."""
     import torch
 
-    from runtime.models import GPTConfig, MiniGPT, batch
+    from runtime.engine.models import GPTConfig, MiniGPT, batch
 
     cfg = GPTConfig(vocab=64, seq=64, hidden=64, heads=4, layers=4)
     inputs, targets = batch(cfg, 8)
@@ -81,7 +82,7 @@ def numerics() -> float:
 def rates() -> ComputeRates:
     import torch
 
-    from runtime.models import Block, GPTConfig
+    from runtime.engine.models import Block, GPTConfig
 
     forward, backward = [], []
     for hidden, tokens, seq in SHAPES:

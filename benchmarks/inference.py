@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playground import session  # noqa: E402
-from runtime.launch import RunFailed  # noqa: E402
-from runtime.units import format_seconds  # noqa: E402
+from runtime.engine.launch import RunFailed  # noqa: E402
+from runtime.sim.units import format_seconds  # noqa: E402
 from scenarios.metrics import Metric, find  # noqa: E402
 
 MODES = [("tp", "2"), ("pp", "2"), ("replicas", "4")]

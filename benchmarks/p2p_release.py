@@ -2,8 +2,8 @@
 
     python benchmarks/p2p_release.py [--calls 300] [--blocks 5]
 
-Two ranks (gloo, loopback), launched as the lessons' ranks are (runtime.launch), run
-the project's hand-made ring all-reduce (runtime.comm.Comm) of 32 floats between small
+Two ranks (gloo, loopback), launched as the lessons' ranks are (runtime.engine.launch), run
+the project's hand-made ring all-reduce (runtime.engine.comm.Comm) of 32 floats between small
 computes, as tensor parallelism's decode does, with its finished requests freed at once
 (`Spent(0)`, as the lessons run now) or kept a while before they are freed
 (`Spent(KEEP_MEASURED)`), first with each rank pinned to a core of its own, then as the
@@ -27,18 +27,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch.distributed as dist  # noqa: E402
 
-from runtime.launch import LaunchSpec, launch  # noqa: E402
-from runtime.worker import RankContext  # noqa: E402
+from runtime.engine.launch import LaunchSpec, launch  # noqa: E402
+from runtime.engine.worker import RankContext  # noqa: E402
 
 VARIANTS = ("freed at once", "kept a while")
 
 
 def rank_main(ctx: RankContext[dict[str, Any]]) -> dict[str, list[list[float]]]:
-    """One rank (runtime.launch): every variant's all-reduce times, block by block."""
+    """One rank (runtime.engine.launch): every variant's all-reduce times, block by block."""
     import torch
 
-    from runtime import collectives
-    from runtime.comm import KEEP_MEASURED, Comm, Spent
+    from runtime.engine import collectives
+    from runtime.engine.comm import KEEP_MEASURED, Comm, Spent
 
     params = ctx.params
     if params["pinned"]:

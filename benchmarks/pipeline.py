@@ -7,7 +7,7 @@ measured and predicted makespan, the prediction error, the measured and
 predicted bubble share, and the largest gradient difference to one process.
 
 Four ranks share this machine's two cores, so the prediction has to model the
-sharing of cores (runtime.simulate); this table is where that is checked.
+sharing of cores (runtime.sim.simulate); this table is where that is checked.
 
     python benchmarks/pipeline.py [--runs 5]
 
@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playground import session  # noqa: E402
-from runtime.units import format_seconds  # noqa: E402
+from runtime.sim.units import format_seconds  # noqa: E402
 from scenarios.metrics import Metric, find, series_of  # noqa: E402
 
 CONFIGS: list[dict[str, str]] = [

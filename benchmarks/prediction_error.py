@@ -6,7 +6,7 @@ For every lesson at its defaults (the pipeline with every schedule; zero also wi
 5 steps, "zero×5"), on this
 machine's calibration (`playground calibrate` first, or the first run does it):
 
-- before: `predict` alone (compute from the calibrated rates, runtime.compute),
+- before: `predict` alone (compute from the calibrated rates, runtime.sim.compute),
   against the median of the runs' measurements;
 - after: each run's own prediction, refined with what its ranks measured, against
   that run's measurement; the median of the errors over the runs.
@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playground import session  # noqa: E402
-from runtime.units import format_seconds  # noqa: E402
+from runtime.sim.units import format_seconds  # noqa: E402
 from scenarios.registry import get_lesson  # noqa: E402
 
 # label -> (lesson, params). zero's stages time 2 steps by default, and one

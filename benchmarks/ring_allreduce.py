@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playground import session  # noqa: E402
-from runtime.units import format_seconds  # noqa: E402
+from runtime.sim.units import format_seconds  # noqa: E402
 from scenarios.metrics import find  # noqa: E402
 
 SIZES = ["64KiB", "256KiB", "1MiB", "4MiB", "16MiB"]

@@ -4,11 +4,11 @@
 
 For each ZeRO stage, medians over the runs: the measured makespan and the
 prediction of the same run (refined with what its ranks measured, and for the
-slowed run with the slowed rank: runtime.eventloop), their error, and what the
+slowed run with the slowed rank: runtime.sim.eventloop), their error, and what the
 straggler adds (slowed − plain), measured against predicted: that difference is
 the straggler's own cost, with the calibration's error on the collectives
 (shared by both runs) left out. Then who was flagged, in how many steps, and
-each rank's wait per step (runtime.stragglers). Timings are asserted only here,
+each rank's wait per step (runtime.engine.stragglers). Timings are asserted only here,
 never in tests; this machine's noise (4 ranks on 2 cores, other processes) is
 in the spread.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playground import session  # noqa: E402
-from runtime.units import format_seconds  # noqa: E402
+from runtime.sim.units import format_seconds  # noqa: E402
 
 
 def makespans(outcome: session.Outcome) -> dict[str, tuple[float, float]]:

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playground import session  # noqa: E402
-from runtime.units import format_seconds  # noqa: E402
+from runtime.sim.units import format_seconds  # noqa: E402
 from scenarios.metrics import find  # noqa: E402
 
 SHAPE = {"hidden": "8192", "heads": "64", "seq": "2048", "vocab": "1024", "layers": "1"}

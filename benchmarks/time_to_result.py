@@ -32,7 +32,7 @@ import sys
 import time
 
 from playground import session
-from runtime.pool import RankPool
+from runtime.engine.pool import RankPool
 
 # (label, lesson, -p params): the lessons' defaults, ring-allreduce on 2 and 4 ranks.
 CASES = [

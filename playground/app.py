@@ -8,9 +8,9 @@ the styles in the sibling app.tcss.
 
 It must paint its first frame fast and survive anything a rank does, so it
 imports textual, the i18n catalog and scenario definitions only: never torch,
-never a rank module (runtime.worker, runtime.comm, scenarios.<lesson>.rank).
+never a rank module (runtime.engine.worker, runtime.engine.comm, scenarios.<lesson>.rank).
 
-It owns the warm ranks (runtime.pool.RankPool): started by the first run, kept
+It owns the warm ranks (runtime.engine.pool.RankPool): started by the first run, kept
 for the next run of the same size, handed down to each lesson screen, and torn
 down when the app exits, however it exits (q, SIGINT, SIGTERM, unmount).
 """
@@ -32,13 +32,13 @@ from playground.i18n import LANGUAGES, default_language, t
 from playground.screens import BilingualBindings, bilingual
 from playground.screens.home import HomeScreen
 from playground.screens.lesson import LessonScreen
-from runtime.launch import prepare
-from runtime.pool import RankPool
-from runtime.spawn import warm_start
+from runtime.engine.launch import prepare
+from runtime.engine.pool import RankPool
+from runtime.engine.spawn import warm_start
 from scenarios.registry import get_lesson, lessons
 
 if TYPE_CHECKING:
-    from runtime.prometheus import MetricsServer
+    from runtime.engine.prometheus import MetricsServer
 
 
 class LessonCommands(Provider):

@@ -48,7 +48,7 @@ from playground.guard import Guard
 from playground.i18n import catalog, default_language, t
 from playground.session import UsageError
 from playground.usage import os_reason, param_error_text
-from runtime.units import parse_duration
+from runtime.sim.units import parse_duration
 from scenarios.why_distribute import ledger, ledger_lock
 from scenarios.why_distribute.budget import CEILING_USD, Estimate, EstimateError, Verdict, sentence
 from scenarios.why_distribute.gpus import GPUS, gpu_named

@@ -36,7 +36,7 @@ from playground.i18n import default_language, t
 from playground.report import check_outputs, dumps, report, report_calibration
 from playground.usage import UsageError, argparse_text
 from playground.worker_figures import check_settings
-from runtime.rundirs import private_umask
+from runtime.engine.rundirs import private_umask
 
 SHOW_MAX_RANKS = 256
 
@@ -85,7 +85,7 @@ def _output_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from runtime.profiles import profile_names
+    from runtime.sim.profiles import profile_names
 
     parser = _Parser(prog="playground", description=t("cli.description"))
     sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
@@ -200,7 +200,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from playground import session
-    from runtime.launch import RunFailed
+    from runtime.engine.launch import RunFailed
 
     def announce(world: int) -> None:
         print(t("cli.calibrating", n=world), file=sys.stderr)
@@ -261,7 +261,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from playground import session
-    from runtime.launch import RunFailed
+    from runtime.engine.launch import RunFailed
 
     if not 1 <= args.ranks <= 16:
         raise UsageError.said("cli.calibrate_ranks", ranks=args.ranks)
@@ -275,7 +275,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _start_app() -> int:
-    from runtime.launch import prepare
+    from runtime.engine.launch import prepare
 
     prepare()  # before Textual replaces sys.stderr (docs/design.md)
     from playground.app import PlaygroundApp
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     private_umask()  # what a command writes under the state dir is the user's alone
     args = build_parser().parse_args(argv)
     if args.command in ("run", "calibrate"):  # commands that start ranks: SIGTERM as SIGINT
-        from runtime.spawn import end_on_sigterm
+        from runtime.engine.spawn import end_on_sigterm
 
         end_on_sigterm()
     try:
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             f"playground: {t('cli.error', language)}: {plain(exc.text(language))}", file=sys.stderr
         )
         return 2
-    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM as runtime.spawn.Terminated
+    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM as runtime.engine.spawn.Terminated
         term = type(exc).__name__ == "Terminated"
         print(f"playground: {t('cli.terminated' if term else 'cli.cancelled')}", file=sys.stderr)
         return 143 if term else 130

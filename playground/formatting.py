@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from playground.i18n import default_language, t
-from runtime.units import format_bytes, format_seconds
+from runtime.sim.units import format_bytes, format_seconds
 from scenarios.metrics import Metric, Value
 
 EMPTY = "—"

@@ -3,10 +3,10 @@
 Part of `playground/` in docs/design.md (the front ends' side: `playground run
 --metrics-port PORT`, and the app with PLAYGROUND_METRICS_PORT). The ranks
 report to the parent as they always do; the parent aggregates them
-(runtime.live_workers) and runtime.prometheus serves that view in Prometheus'
+(runtime.engine.live_workers) and runtime.engine.prometheus serves that view in Prometheus'
 text format, so the tools a cluster already runs (a Prometheus scraping, a
 Grafana dashboard: docs/grafana-dashboard.json) see every worker. The
-exposition itself (names, labels, loopback only) lives in runtime.prometheus,
+exposition itself (names, labels, loopback only) lives in runtime.engine.prometheus,
 which the torchrun entry serves too; here are only what the CLI and the app
 add: the run's label, its lesson's live view, and their one-line errors.
 
@@ -24,7 +24,7 @@ from playground.formatting import plain
 from playground.i18n import t
 from playground.session import UsageError, resolve
 from playground.usage import os_reason
-from runtime.prometheus import HOST, MetricsPortError, MetricsServer
+from runtime.engine.prometheus import HOST, MetricsPortError, MetricsServer
 from scenarios.workers import live_workers
 
 # The app's endpoint (as `run --metrics-port`), read when the app starts.
@@ -32,7 +32,7 @@ PORT_ENV = "PLAYGROUND_METRICS_PORT"
 
 
 def port_error(exc: MetricsPortError, port: int, flag: str = "--metrics-port ") -> UsageError:
-    """runtime.prometheus' refusal of `port` (English as it says it), in Spanish too: out of
+    """runtime.engine.prometheus' refusal of `port` (English as it says it), in Spanish too: out of
     1..65535, or the OS would not let it listen (its reason, the error's context)."""
     if not 1 <= port <= 65535:
         es = t("metrics.port_range", "es", flag=flag, port=port)

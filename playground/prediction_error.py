@@ -3,7 +3,7 @@
 Part of playground/ in docs/design.md, beside playground.session. Before a run a
 lesson's prediction comes from the calibrated profile alone (what `predict`
 says); after it, from the same Program with what the ranks measured
-(runtime.refine). Each paired metric of a run carries both (Metric.before,
+(runtime.fit.refine). Each paired metric of a run carries both (Metric.before,
 Metric.predicted). The budget holds the lesson's headline time (Hooks.headline:
 its makespan or step time, one per series) to BEFORE_RUN_BUDGET before the run
 and AFTER_RUN_BUDGET after it. `--json` writes every paired metric's errors as

@@ -23,7 +23,7 @@ from itertools import groupby
 from typing import Any
 
 from playground.i18n import default_language, t
-from runtime.program import Action, Program
+from runtime.sim.program import Action, Program
 
 COLLECTIVE_TOKENS = {
     "all_reduce": "AR",

@@ -22,10 +22,10 @@ from playground.formatting import metric_lines, plain
 from playground.i18n import default_language, t
 from playground.prediction_error import budget_lines, budget_words
 from playground.session import Outcome, UsageError
-from runtime import calibration
-from runtime.costmodel import WAKE, CostModel
-from runtime.files import NotRegularFile, check_regular
-from runtime.units import format_seconds
+from runtime.engine.files import NotRegularFile, check_regular
+from runtime.fit import calibration
+from runtime.sim.costmodel import WAKE, CostModel
+from runtime.sim.units import format_seconds
 from scenarios.metrics import finite
 
 
@@ -122,7 +122,7 @@ def check_outputs(args: argparse.Namespace) -> None:
     """--export and --trace must name files this user can write: checked before any work,
     by writing (and removing) a probe file beside them. Each is a new path or a regular
     file (a FIFO, a device or a socket there is refused, never replaced). A `run` checks
-    its runs folder too (runtime.rundirs: ours, or new, or empty)."""
+    its runs folder too (runtime.engine.rundirs: ours, or new, or empty)."""
     if getattr(args, "command", None) == "run":
         check_runs_dir()
     for flag, path in (("--export", args.export), ("--trace", args.trace)):
@@ -157,9 +157,9 @@ def check_outputs(args: argparse.Namespace) -> None:
 
 
 def check_runs_dir() -> None:
-    """The runs folder can hold a new run (runtime.rundirs.runs_root): one line if not,
+    """The runs folder can hold a new run (runtime.engine.rundirs.runs_root): one line if not,
     before any rank starts and before anything in it is changed."""
-    from runtime.rundirs import RunsDirError, check_runs_root
+    from runtime.engine.rundirs import RunsDirError, check_runs_root
 
     try:
         check_runs_root()
@@ -173,7 +173,7 @@ def check_runs_dir() -> None:
 
 
 def report_calibration(model: CostModel, as_json: bool, compact: bool = False) -> None:
-    """What `playground calibrate` measured: links, then compute (runtime.compute)."""
+    """What `playground calibrate` measured: links, then compute (runtime.sim.compute)."""
     if as_json:
         print(dumps(model.describe(), compact))
         return

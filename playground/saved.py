@@ -22,12 +22,12 @@ from playground.formatting import plain
 from playground.i18n import t
 from playground.session import FORMAT, Outcome, UsageError, decode_results, finish, resolve
 from playground.usage import os_reason
-from runtime import calibration
-from runtime.compute import ComputeRates
-from runtime.costmodel import CostModel
-from runtime.files import NotRegularFile, TooLarge, read_bounded
-from runtime.launch import LaunchResult
-from runtime.profiles import PROFILES
+from runtime.engine.files import NotRegularFile, TooLarge, read_bounded
+from runtime.engine.launch import LaunchResult
+from runtime.fit import calibration
+from runtime.sim.compute import ComputeRates
+from runtime.sim.costmodel import CostModel
+from runtime.sim.profiles import PROFILES
 
 
 class _Invalid(schema.SavedRunError):

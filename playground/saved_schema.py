@@ -20,10 +20,10 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct
 
-from runtime.trace import Counter, Mark, Span, Timeline
+from runtime.sim.trace import Counter, Mark, Span, Timeline
 from scenarios.metrics import ALL_CATEGORIES, UNITS, Curve, Metric
 
-# What replay reads, at most (runtime.files.read_bounded): a saved run's --json document,
+# What replay reads, at most (runtime.engine.files.read_bounded): a saved run's --json document,
 # or all the files of a torchrun --out dir together; its run.json alone, a few hundred
 # bytes, at most SIDECAR_MAX_BYTES.
 MAX_FILE_BYTES = 256 * 2**20
@@ -109,7 +109,7 @@ Fraction = Annotated[float, Meta(gt=0, le=1)]
 
 
 class RatesDoc(Struct, frozen=True):
-    """runtime.compute.ComputeRates, bounded."""
+    """runtime.sim.compute.ComputeRates, bounded."""
 
     forward_flops_per_s: Rate
     backward_flops_per_s: Rate
@@ -191,7 +191,7 @@ class WindowDoc(Struct, frozen=True):
 
 
 class RankWorkerDoc(Struct, frozen=True):
-    """One rank of `workers` (runtime.stragglers.WorkersReport.to_dict)."""
+    """One rank of `workers` (runtime.engine.stragglers.WorkersReport.to_dict)."""
 
     rank: Rank
     per_step: Annotated[dict[Name, Figures], Meta(max_length=32)]
@@ -265,7 +265,7 @@ Seconds = Annotated[float, Meta(ge=0, le=1e6)]
 
 class RankCosts(Struct, frozen=True):
     """What a torchrun rank's result refines the prediction with (RankResult's
-    compute_costs and p2p, runtime.refine.refine), bounded: the lesson's own result
+    compute_costs and p2p, runtime.fit.refine.refine), bounded: the lesson's own result
     type lets any float through, and 1e308 seconds made the prediction infinite (a
     DeadlockError traceback, or a profile its own replay refuses)."""
 

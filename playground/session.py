@@ -8,7 +8,7 @@ Program as data), decode the ranks' typed results, refine the prediction with
 what they measured, and compute the typed metrics. Saved runs are read back by
 playground.saved.
 
-A run goes to warm ranks when the caller hands it a RankPool (runtime.pool; the
+A run goes to warm ranks when the caller hands it a RankPool (runtime.engine.pool; the
 app owns one) and the run may use one; else it starts its own ranks (cold). A
 first run that must calibrate this machine runs the calibration and the lesson
 on the same ranks, so spawning and importing torch is paid once, not twice.
@@ -27,25 +27,25 @@ from typing import TYPE_CHECKING, Any
 
 from playground.prediction_error import BudgetRow, budget_doc, budget_rows, error_rows, with_before
 from playground.usage import UsageError, as_usage_error, param_usage_error
-from runtime import calibration
-from runtime.costmodel import CostModel, slowed
-from runtime.faults import parse_faults, refuse_unreachable, slow_factors
-from runtime.profiles import PROFILES, get_profile, profile_names
-from runtime.program import Program
-from runtime.refine import refine_compute, refine_dispatch, refine_p2p
-from runtime.refine_collectives import refine_collectives
-from runtime.replay import replay_compute
-from runtime.simulate import simulate
-from runtime.trace import Timeline
+from runtime.engine.faults import parse_faults, refuse_unreachable, slow_factors
+from runtime.fit import calibration
+from runtime.fit.refine import refine_compute, refine_dispatch, refine_p2p
+from runtime.fit.refine_collectives import refine_collectives
+from runtime.fit.replay import replay_compute
+from runtime.sim.costmodel import CostModel, slowed
+from runtime.sim.profiles import PROFILES, get_profile, profile_names
+from runtime.sim.program import Program
+from runtime.sim.simulate import simulate
+from runtime.sim.trace import Timeline
 from scenarios.base import Lesson, RunData
 from scenarios.metrics import Curve, Metric, finite
 from scenarios.params import Mode, ParamError, Params
 from scenarios.registry import LESSONS, get_lesson
 
 if TYPE_CHECKING:
-    from runtime.launch import LaunchResult
-    from runtime.pool import RankPool
-    from runtime.stragglers import WorkersReport
+    from runtime.engine.launch import LaunchResult
+    from runtime.engine.pool import RankPool
+    from runtime.engine.stragglers import WorkersReport
 
 # The shape of `--json` documents: 2 since metrics are a typed list (README, "JSON").
 FORMAT = 2
@@ -151,7 +151,7 @@ def calibrate(
     on_message: Callable | None = None,
     pool: RankPool | None = None,
 ) -> CostModel:
-    from runtime.launch import LaunchSpec, launch
+    from runtime.engine.launch import LaunchSpec, launch
 
     spec = LaunchSpec(calibration.RANK_ENTRY, world_size, name="calibrate", backend=backend)
     result = (pool.launch if pool is not None else launch)(spec, on_message=on_message)
@@ -180,10 +180,10 @@ def run(
     `pool`: warm ranks to run on, when the run may use them."""
     # The launcher's modules are imported by a run, not by `predict` (a tenth of its
     # start on a large pipeline).
-    from runtime.launch import LaunchSpec, launch
-    from runtime.pool import RankPool
-    from runtime.rundirs import check_runs_root, drop_checkpoints
-    from runtime.spawn import check_host, warm_start
+    from runtime.engine.launch import LaunchSpec, launch
+    from runtime.engine.pool import RankPool
+    from runtime.engine.rundirs import check_runs_root, drop_checkpoints
+    from runtime.engine.spawn import check_host, warm_start
 
     requested_ns = time.perf_counter_ns()
     lesson, params = resolve(name, raw, "run")
@@ -203,7 +203,7 @@ def run(
     # purpose, and one under the restart supervisor starts every rank of each attempt
     # afresh (like torchrun): either would tear a pool down, and a group that saw a
     # fault is never reused. A run with --host listens beyond loopback. These stay cold
-    # (runtime.pool.poolable refuses them too).
+    # (runtime.engine.pool.poolable refuses them too).
     warm_ok = policy is None and not parsed_faults and host is None
     ranks = pool if warm_ok else None
     if ranks is None:  # the input is valid: the fork server imports torch meanwhile
@@ -245,7 +245,7 @@ def run(
         if policy is not None:  # restart like torchrun
             # Imported when a lesson restarts: it brings numpy and safetensors, which the
             # app's first paint does without.
-            from runtime.supervise import supervise
+            from runtime.engine.supervise import supervise
 
             result = supervise(spec, policy, on_message=on_message, cancel=cancel)
         elif ranks is not None:
@@ -313,7 +313,7 @@ def finish(
     program = program if program is not None else lesson.build(params)
     # What the ranks measured (compute, p2p), the messages' latency, then the collectives
     # as the run timed them (fitted against that latency), then compute as its spans
-    # took: the prediction after a run composes the run's own figures (runtime.refine).
+    # took: the prediction after a run composes the run's own figures (runtime.fit.refine).
     warm = lesson.hooks.warmup_steps(params)  # steps the lesson's times leave out
     refined = refine_p2p(lesson.prepare_model(params, model, results), program, measured)
     chained = lesson.hooks.chained_collectives

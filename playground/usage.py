@@ -6,7 +6,7 @@ it); the line in Spanish travels with it (`es`) and `text(language)` picks one.
 Sources: the catalogs (`UsageError.said`), a ParamError carrying its sentence as
 data or its Spanish twin (scenarios.param_error, `param_error_text`), and
 argparse's own refusals (`argparse_text`); anything else refused with its Spanish
-twin as `es` (runtime.faults' FaultError: `as_usage_error`); the OS's reasons
+twin as `es` (runtime.engine.faults' FaultError: `as_usage_error`); the OS's reasons
 (`os_reason`).
 
 Imports: the catalogs and the pure scenarios.param_error.
@@ -64,7 +64,7 @@ def param_usage_error(exc: ParamError) -> UsageError:
 
 def as_usage_error(exc: ValueError) -> UsageError:
     """Refused input as the UsageError the CLI prints: a ParamError as param_usage_error
-    says it; any other error with its own Spanish twin (`es`, as runtime.faults'
+    says it; any other error with its own Spanish twin (`es`, as runtime.engine.faults'
     FaultError carries) and its `field`, when it has them."""
     if isinstance(exc, UsageError):
         return exc

@@ -1,7 +1,7 @@
 """Each rank's figures of an Outcome, and the front end's check of their settings.
 
 Part of `playground/` in docs/design.md, between playground.session and runtime's
-pure per-rank accounting (runtime.live_workers, runtime.stragglers). What a
+pure per-rank accounting (runtime.engine.live_workers, runtime.engine.stragglers). What a
 lesson hands that accounting (its items, the memory categories, the straggler
 threshold of PLAYGROUND_STRAGGLER_RATIO) is scenarios.workers', shared with the
 torchrun entry; here the CLI and the app refuse a bad threshold in one line.
@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from runtime.live_workers import workers_report
-from runtime.stragglers import WorkersReport
-from runtime.trace import Timeline
+from runtime.engine.live_workers import workers_report
+from runtime.engine.stragglers import WorkersReport
+from runtime.sim.trace import Timeline
 from scenarios.workers import MAX_RATIO, RATIO_ENV, straggler_ratio, worker_options
 
 if TYPE_CHECKING:

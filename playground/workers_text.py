@@ -1,7 +1,7 @@
 """The words and figures of the per-rank report, for the Workers tab, the CLI and the HTML.
 
 Part of `playground/` in docs/design.md, beside playground.formatting: the one place
-that turns a runtime.stragglers.WorkersReport into what a learner reads (a row
+that turns a runtime.engine.stragglers.WorkersReport into what a learner reads (a row
 per rank, the median row, the straggler sentence, sparklines), so the app's tab
 (playground.widgets.workers), `playground run`'s text and the HTML panel
 (playground.export.workers) say the same thing in the same words, in Spanish
@@ -16,8 +16,8 @@ import statistics
 from dataclasses import dataclass
 
 from playground.i18n import t
-from runtime.stragglers import RankTotals, WorkersReport
-from runtime.units import format_bytes, format_seconds
+from runtime.engine.stragglers import RankTotals, WorkersReport
+from runtime.sim.units import format_bytes, format_seconds
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 ABSENT = "—"

@@ -8,7 +8,7 @@ docs/design.md's "lesson contract". A lesson is a package under scenarios/ whose
 2. its texts: title, summary, the help of each param and the narrative, bilingual
    steps shown when the time cursor is in one of their phases, all read from
    the package's texts.toml (scenarios.texts);
-3. `build(params) -> Program`, the Actions each rank runs (runtime.program);
+3. `build(params) -> Program`, the Actions each rank runs (runtime.sim.program);
 4. `metrics(params, predicted, run) -> list[Metric]` (scenarios.metrics);
 
 and ends with a `Lesson` that names them, with the rank entry
@@ -24,7 +24,7 @@ would be slow: docs/design.md's "predict is cheap at any scale it accepts") and
 read off the ranks' results, drawn on the measured timeline: a skipped step) and
 `figures` (metrics and curves that need the cost model or the run: a sweep the
 model predicts, the loss curves a run measured). After a run the
-prediction is refined one way for every lesson (runtime.refine.refine)
+prediction is refined one way for every lesson (runtime.fit.refine.refine)
 from what the ranks measured (`RankResult.compute_costs`, `p2p`).
 
 Imports: runtime's pure part only.
@@ -36,13 +36,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from runtime.costmodel import CostModel
-from runtime.faults import Fault, require_timed
-from runtime.program import Program
-from runtime.refine import refine
-from runtime.restart import RestartPolicy, RestartReport
-from runtime.simulate import simulate
-from runtime.trace import Mark, Timeline
+from runtime.engine.faults import Fault, require_timed
+from runtime.engine.restart import RestartPolicy, RestartReport
+from runtime.fit.refine import refine
+from runtime.sim.costmodel import CostModel
+from runtime.sim.program import Program
+from runtime.sim.simulate import simulate
+from runtime.sim.trace import Mark, Timeline
 from scenarios.metrics import Curve, Lanes, Metric
 from scenarios.params import Mode, ParamError, Params, shown
 from scenarios.texts import NarrativeStep, Texts
@@ -74,7 +74,7 @@ class RunData(Generic[R]):
 
 
 # The narrative step of this phase (if a lesson has one) is shown where a rank waits
-# for a flagged straggler (runtime.stragglers): "everyone waits for the slowest".
+# for a flagged straggler (runtime.engine.stragglers): "everyone waits for the slowest".
 STRAGGLER_PHASE = "straggler"
 
 # Above this many Actions a lesson's `predict` lumps (Hooks.lump): building and
@@ -175,18 +175,18 @@ class Hooks(Generic[P]):
     # them all); the lesson's tests check it against the full simulation.
     lump: Callable[[P, CostModel], Lumped | None] | None = None
     # What one item of work is and how many each rank processes per step, e.g.
-    # ("tokens", 64.0): the per-rank throughput (runtime.stragglers). None: absent.
+    # ("tokens", 64.0): the per-rank throughput (runtime.engine.stragglers). None: absent.
     items: Callable[[P], tuple[str, float]] | None = None
     # Heavy modules its ranks import later (lazily) besides its rank module: imported
-    # once in the fork server that starts the ranks of a cold run (runtime.spawn).
+    # once in the fork server that starts the ranks of a cold run (runtime.engine.spawn).
     preload: tuple[str, ...] = ()
     # A step that is a chain of collectives (many small ones whose sum is what counts):
     # after a run each instance is refined from its last member's arrival to its last
-    # member's end, and the scale is their mean (runtime.refine_collectives).
+    # member's end, and the scale is their mean (runtime.fit.refine_collectives).
     chained_collectives: bool = False
     # A step of many small actions, whose ranks spend a noticeable share of it between
     # them (the executor's own Python): after a run the simulator adds the mean gap the
-    # ranks measured before each action, per series (runtime.refine.refine_dispatch).
+    # ranks measured before each action, per series (runtime.fit.refine.refine_dispatch).
     # Off where they change nothing.
     dispatch_gaps: bool = False
     # Marks read off the ranks' results (a skipped step, a loss scale that changed),
@@ -198,7 +198,7 @@ class Hooks(Generic[P]):
     # The step numbers below this one are the ones the lesson's times leave out (a
     # warm-up: Adam allocating its moments, torch's DDP rebuilding its buckets; a lesson
     # that counts its steps from 1 and leaves one out says 2): refining the model after
-    # a run leaves their spans out too (runtime.program.past_warmup).
+    # a run leaves their spans out too (runtime.sim.program.past_warmup).
     warmup_steps: Callable[[P], int] = lambda _params: 0
     # Metrics and curves that need the prepared cost model or the run (None before one):
     # a sweep the model predicts, the loss curves a run measured.

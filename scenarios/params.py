@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Literal, Self
 
-from runtime.units import (
+from runtime.sim.units import (
     format_bytes,
     parse_bytes,
     parse_count,

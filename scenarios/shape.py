@@ -5,7 +5,7 @@ sequence length and vocabulary are declared once, with one set of bounds and
 one rule (hidden a multiple of heads); a lesson puts a `GPTShape` with its own
 defaults in its params (`model: GPTShape = GPTShape(layers=8, hidden=64)`),
 its knobs are typed at top level (`-p hidden=128`), and the rank code builds
-the model from it (`runtime.models.GPTConfig.from_shape`). The lesson also
+the model from it (`runtime.engine.models.GPTConfig.from_shape`). The lesson also
 says, with `run_limit`, how large a model it trains for real.
 
 The bounds of a real run are generous on purpose: what bounds a real run is
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime import formulas
-from runtime.compute import ComputeRates
+from runtime.sim import formulas
+from runtime.sim.compute import ComputeRates
 from scenarios.params import Mode, ParamError, Params, integer
 
 # Bytes of one fp32 element: the MiniGPT trains in fp32 on this machine.
@@ -49,7 +49,7 @@ class GPTShape(Params):
 
     @property
     def parameters(self) -> int:
-        """Parameters of the MiniGPT of this shape (runtime.models)."""
+        """Parameters of the MiniGPT of this shape (runtime.engine.models)."""
         return formulas.gpt_parameter_count(self.vocab, self.seq, self.hidden, self.layers)
 
     @property

@@ -8,14 +8,14 @@ It lives in scenarios/ because it looks a lesson up by name (the registry);
 runtime never does (docs/design.md: the caller hands the engine the rank entry, the
 typed params and each rank's Actions). Every rank parses the same params and
 builds the same Program, then runs its own Actions through
-runtime.torchrun_rank, which rendezvouses through env:// (torchrun's
+runtime.engine.torchrun_rank, which rendezvouses through env:// (torchrun's
 variables), so several machines and NCCL work as torchrun sets them up.
 
 With `--metrics-port PORT`, the rank with LOCAL_RANK 0 on each node serves
 the live figures of its node's ranks on 127.0.0.1:PORT for the run's lifetime,
 in the same Prometheus series as `playground run --metrics-port`
-(runtime.prometheus, the lesson's live view of scenarios.workers); the node's
-other ranks stream their records to it (runtime.node_stream). It starts
+(runtime.engine.prometheus, the lesson's live view of scenarios.workers); the node's
+other ranks stream their records to it (runtime.engine.node_stream). It starts
 listening before the rendezvous; if it cannot (the port is taken), every rank
 of the run learns it right after the rendezvous and exits 2 with one line,
 before any work.
@@ -36,9 +36,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from runtime.node_stream import NodeSink, NodeStreamError
-from runtime.prometheus import MetricsPortError, MetricsServer, check_port
-from runtime.rundirs import private_umask
+from runtime.engine.node_stream import NodeSink, NodeStreamError
+from runtime.engine.prometheus import MetricsPortError, MetricsServer, check_port
+from runtime.engine.rundirs import private_umask
 from scenarios.base import Lesson, parse_param_args
 from scenarios.params import ParamError, Params
 from scenarios.registry import get_lesson
@@ -109,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     private_umask()  # what the rank writes (--out) is the user's alone
     _end_on_sigterm()  # before torch starts any thread: they all inherit the blocked signal
     # Imported only now: torch, after the arguments are known to be good.
-    from runtime.bootstrap import RankSpec
-    from runtime.torchrun_rank import torchrun_rank
+    from runtime.engine.bootstrap import RankSpec
+    from runtime.engine.torchrun_rank import torchrun_rank
 
     program = lesson.build(params)
     spec = RankSpec(
@@ -186,7 +186,7 @@ if __name__ == "__main__":
     if status:
         sys.stdout.flush()
         sys.stderr.flush()
-        # Out at once, skipping the interpreter's teardown as runtime.worker's ranks do:
+        # Out at once, skipping the interpreter's teardown as runtime.engine.worker's ranks do:
         # torch's threads make it slow, and of ranks that stop together torchrun would
         # SIGTERM the last ones out instead of letting them exit with their status.
         os._exit(status)

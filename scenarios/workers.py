@@ -1,7 +1,7 @@
 """What a lesson tells the per-rank accounting: its unit of work, the memory categories, the straggler threshold.
 
 Part of the lesson contract (docs/design.md), between a lesson and runtime's pure
-per-rank accounting (runtime.live_workers, runtime.stragglers), which knows no
+per-rank accounting (runtime.engine.live_workers, runtime.engine.stragglers), which knows no
 lesson. Every front end that builds a live view of a run's workers builds it
 here, so they all count the same: the CLI and the app (playground.worker_figures,
 playground.metrics_server) and the torchrun entry (scenarios.torchrun, whose
@@ -20,8 +20,8 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from runtime.live_workers import LiveWorkers
-from runtime.stragglers import DEFAULT_THRESHOLD
+from runtime.engine.live_workers import LiveWorkers
+from runtime.engine.stragglers import DEFAULT_THRESHOLD
 from scenarios.metrics import ALL_CATEGORIES
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def straggler_ratio() -> float:
 
 
 def worker_options(lesson: Lesson, params: Params) -> dict[str, Any]:
-    """The keywords of runtime.live_workers' LiveWorkers and workers_report for a run."""
+    """The keywords of runtime.engine.live_workers' LiveWorkers and workers_report for a run."""
     unit, items = lesson.items(params) or (None, None)
     try:
         threshold = straggler_ratio()

@@ -1,4 +1,4 @@
-"""Rank-side jobs of the engine tests (run inside real rank processes by runtime.launch).
+"""Rank-side jobs of the engine tests (run inside real rank processes by runtime.engine.launch).
 
 Each job takes a RankContext and returns a dict; the tests in test_engine.py
 launch them with the job name "rank_jobs:<function>".
@@ -11,9 +11,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from runtime import comm
-from runtime.formulas import even_split
-from runtime.worker import RankContext
+from runtime.engine import comm
+from runtime.engine.worker import RankContext
+from runtime.sim.formulas import even_split
 
 DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64)
 
@@ -109,9 +109,9 @@ def raise_on_rank_one(ctx: RankContext[None]) -> dict[str, Any]:
 
 
 def seeded_sum(ctx: RankContext[None]) -> dict[str, Any]:
-    """Draws from torch's global generator (seeded per job by runtime.worker), all-reduced:
+    """Draws from torch's global generator (seeded per job by runtime.engine.worker), all-reduced:
     the same numbers on a fresh rank and on a warm one; and whether the job ran with the
-    cyclic garbage collector on, and the imports' objects frozen (runtime.worker.run_rank)."""
+    cyclic garbage collector on, and the imports' objects frozen (runtime.engine.worker.run_rank)."""
     import gc
 
     ctx.start_clock()

@@ -142,7 +142,7 @@ def test_the_app_never_imports_torch() -> None:
                 await pilot.press("enter", "l", "escape")
 
         asyncio.run(visit())
-        loaded = {"torch", "runtime.worker", "runtime.comm", "scenarios.ring_allreduce.rank"}
+        loaded = {"torch", "runtime.engine.worker", "runtime.engine.comm", "scenarios.ring_allreduce.rank"}
         loaded &= set(sys.modules)
         assert not loaded, loaded
         """

@@ -1,4 +1,4 @@
-"""runtime.calibration's fit, on figures made up here (no ranks): a ring step is timed
+"""runtime.fit.calibration's fit, on figures made up here (no ranks): a ring step is timed
 as the lesson times an iteration, a busy collective may beat the formula, and a
 block's time is fitted to its FLOPs and its activation elements apart."""
 
@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from runtime import calibration, calibration_busy, compute, formulas
+from runtime.fit import calibration, calibration_busy, compute_fit
+from runtime.sim import compute, formulas
 
 
 def test_ring_step_spans_first_rank_in_to_last_rank_out():
@@ -64,7 +65,7 @@ def _block_samples(overhead: float, rate: float, per_element: float) -> list[tup
 
 def test_block_fit_recovers_flops_and_elementwise_apart():
     # A CPU-like block: matmuls near peak, a third of a hidden-64 block elementwise.
-    overhead, rate, per_element = compute.fit_block(_block_samples(3e-4, 170e9, 35e-9))
+    overhead, rate, per_element = compute_fit.fit_block(_block_samples(3e-4, 170e9, 35e-9))
     assert overhead == pytest.approx(3e-4, rel=1e-6)
     assert rate == pytest.approx(170e9, rel=1e-6)
     assert per_element == pytest.approx(35e-9, rel=1e-6)
@@ -82,14 +83,14 @@ def test_block_fit_falls_back_to_flops_only_rather_than_a_negative_term():
     # would fit a negative per-element cost: the FLOPs-only fit instead.
     skewed = _block_samples(3e-4, 50e9, -2e-9)
     assert all(t > 0 for _, _, t in skewed)
-    overhead, rate, per_element = compute.fit_block(skewed)
+    overhead, rate, per_element = compute_fit.fit_block(skewed)
     assert per_element == 0.0
-    assert (overhead, rate) == compute.fit_rates([(f, t) for f, _, t in skewed])
+    assert (overhead, rate) == compute_fit.fit_rates([(f, t) for f, _, t in skewed])
     assert overhead >= 0 and rate > 0
 
 
 def test_block_fit_of_flops_only_samples_has_no_elementwise_term():
-    overhead, rate, per_element = compute.fit_block(_block_samples(4e-4, 40e9, 0.0))
+    overhead, rate, per_element = compute_fit.fit_block(_block_samples(4e-4, 40e9, 0.0))
     assert per_element == pytest.approx(0.0, abs=1e-15)
     assert rate == pytest.approx(40e9, rel=1e-6)
     assert overhead == pytest.approx(4e-4, rel=1e-6)
@@ -100,7 +101,7 @@ def test_saving_drops_an_older_methods_entries_and_keeps_other_hosts(tmp_path, m
     them; another host's (a shared home) and this method's other world sizes stay."""
     import json
 
-    from runtime.profiles import PROFILES
+    from runtime.sim.profiles import PROFILES
 
     monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path))
     model = PROFILES["cpu-default"]
@@ -121,7 +122,7 @@ def test_saving_drops_an_older_methods_entries_and_keeps_other_hosts(tmp_path, m
 def test_adam_fit_splits_elements_from_tensors():
     """An Adam step over one large tensor and one over many small ones give back the
     per-element and per-tensor costs they were made of; noise never makes one negative."""
-    from runtime.calibration import ADAM_LARGE, ADAM_SMALL, ADAM_TENSORS, fit_adam
+    from runtime.fit.calibration import ADAM_LARGE, ADAM_SMALL, ADAM_TENSORS, fit_adam
 
     e, c = 3e-9, 25e-6
     large = ADAM_LARGE * e + c
@@ -135,7 +136,7 @@ def test_adam_fit_splits_elements_from_tensors():
 
 
 def test_adam_seconds_adds_a_cost_per_tensor():
-    from runtime.compute import TYPICAL_CPU
+    from runtime.sim.compute import TYPICAL_CPU
 
     one = TYPICAL_CPU.adam_seconds(1000)
     assert TYPICAL_CPU.adam_seconds(1000, 29) == pytest.approx(
@@ -178,10 +179,10 @@ def test_torchs_all_gather_is_scaled_by_its_own_timing_not_its_all_reduces():
 def test_split_backward_fractions_are_the_median_ratio_over_ranks():
     # Each rank's [full backward, Bi, W] seconds.
     rows = [[10.0, 9.0, 4.0], [20.0, 16.0, 8.0], [10.0, 8.0, 5.0]]
-    fractions = compute.split_fractions(rows)
+    fractions = compute_fit.split_fractions(rows)
     assert fractions["split_input_fraction"] == pytest.approx(0.8)
     assert fractions["split_weight_fraction"] == pytest.approx(0.4)
-    assert compute.split_fractions([]) == {}  # the defaults (half each) stand
+    assert compute_fit.split_fractions([]) == {}  # the defaults (half each) stand
     assert compute.ComputeRates(1, 1, 0, 0, 0).split_input_fraction == 0.5
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runtime import checkpoint as ckpt
-from runtime.faults import parse_fault, require_timed
+from runtime.engine import checkpoint as ckpt
+from runtime.engine.faults import parse_fault, require_timed
 from scenarios.failure_resume import interval as ci
 
 ROOT = Path(__file__).parents[1]
@@ -93,7 +93,7 @@ def test_a_writer_killed_mid_write_leaves_nothing_loadable(tmp_path: Path) -> No
     code = textwrap.dedent(
         f"""
         import os, signal, numpy as np
-        from runtime import checkpoint as ckpt
+        from runtime.engine import checkpoint as ckpt
         tmp = ckpt.tmp_dir({str(tmp_path)!r}, 10)
         tmp.mkdir()
         ckpt.write_tensors(tmp, "model.safetensors", {{"w": np.zeros(100000, np.float32)}},
@@ -128,7 +128,7 @@ def test_checkpoints_hold_no_pickle(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert ckpt.validate(path) is None
     assert ckpt.read_tensors(path, "optimizer.safetensors")["m"][11] == 11
     for module in (
-        "runtime/checkpoint.py",
+        "runtime/engine/checkpoint.py",
         "scenarios/failure_resume/rank.py",
         "scenarios/failure_resume/trainer.py",
     ):

@@ -43,7 +43,7 @@ def is_fork_server(entry: Path) -> bool:
 
 def processes_with(marker: str, *, fork_server: bool = True) -> list[int]:
     """PIDs of live processes whose environment carries `marker` (the run's ranks inherit
-    it). `fork_server=False` leaves out the launcher's fork server (runtime.spawn), which
+    it). `fork_server=False` leaves out the launcher's fork server (runtime.engine.spawn), which
     lives as long as the process that started it, as its resource tracker does."""
     found = []
     for entry in Path("/proc").iterdir():

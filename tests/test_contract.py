@@ -173,7 +173,7 @@ def _strings(path: Path) -> list[str]:
 
 def test_runtime_names_nothing_above_it_not_even_as_a_string() -> None:
     """docs/design.md: the launcher is handed the rank entry; runtime never looks a lesson up."""
-    for path in sorted((ROOT / "runtime").glob("*.py")):
+    for path in sorted((ROOT / "runtime").rglob("*.py")):
         for text in _strings(path):
             assert not text.startswith(("scenarios.", "playground.")), (path.name, text)
 

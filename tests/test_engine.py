@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from runtime.faults import Fault
-from runtime.launch import LaunchSpec, RunCancelled, RunFailed, launch
+from runtime.engine.faults import Fault
+from runtime.engine.launch import LaunchSpec, RunCancelled, RunFailed, launch
 
 pytestmark = pytest.mark.ranks
 

@@ -23,7 +23,7 @@ from playground import session
 from playground.export import html as html_export
 from playground.export.chrome_trace import trace_events, write_trace
 from playground.export.html import write_html
-from runtime.trace import Mark, Timeline
+from runtime.sim.trace import Mark, Timeline
 from scenarios.metrics import Metric
 
 HOSTILE = "<script>alert(1)</script>"

@@ -230,7 +230,7 @@ def test_real_checkpoints_hold_every_piece_of_state() -> None:
     from pathlib import Path
 
     from playground import session
-    from runtime import checkpoint as ckpt
+    from runtime.engine import checkpoint as ckpt
 
     outcome = session.run(
         "failure-resume",
@@ -359,7 +359,7 @@ def test_programs_of_any_world_and_the_restart_policy() -> None:
 
 
 def _fake_run(params, timeline):  # noqa: ANN001, ANN202 - test helper
-    from runtime.restart import FailureReport, RestartReport
+    from runtime.engine.restart import FailureReport, RestartReport
     from scenarios.base import RunData
     from scenarios.failure_resume.lesson import ResumeResult
 
@@ -379,8 +379,8 @@ def _fake_run(params, timeline):  # noqa: ANN001, ANN202 - test helper
 
 
 def test_metrics_are_typed_and_name_what_the_narrative_quotes() -> None:
-    from runtime.profiles import PROFILES
-    from runtime.simulate import simulate
+    from runtime.sim.profiles import PROFILES
+    from runtime.sim.simulate import simulate
     from scenarios.failure_resume.lesson import LESSON
     from scenarios.metrics import UNITS
 
@@ -442,7 +442,7 @@ def test_a_step_lasts_from_one_steps_last_rank_out_to_the_next():
     """The ranks start a step unevenly: the period between steps is what one costs, not
     first rank in to last rank out (that counts the skew in two steps); a pair around a
     checkpoint write is left out."""
-    from runtime.trace import Span, Timeline
+    from runtime.sim.trace import Span, Timeline
     from scenarios.failure_resume.recovery import step_period
 
     spans = []
@@ -463,11 +463,11 @@ def test_a_step_lasts_from_one_steps_last_rank_out_to_the_next():
 
 def test_a_checkpoint_before_a_run_costs_the_calibrated_protocol_and_its_bytes() -> None:
     """Before a run, a checkpoint costs what calibrate timed of one written as this lesson
-    writes one (runtime.calibration_disk): its fixed part, then its bytes."""
+    writes one (runtime.fit.calibration_disk): its fixed part, then its bytes."""
     from dataclasses import replace
 
-    from runtime.compute import TYPICAL_CPU
-    from runtime.profiles import PROFILES
+    from runtime.sim.compute import TYPICAL_CPU
+    from runtime.sim.profiles import PROFILES
     from scenarios.failure_resume.lesson import LESSON, estimate
 
     params = LESSON.parse({}, "run")

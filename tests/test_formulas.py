@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import formulas
-from runtime.costmodel import CostModel
-from runtime.profiles import PROFILES, get_profile
-from runtime.program import Action
+from runtime.sim import formulas
+from runtime.sim.costmodel import CostModel
+from runtime.sim.profiles import PROFILES, get_profile
+from runtime.sim.program import Action
 
 
 def test_ring_all_reduce_is_rs_plus_ag() -> None:

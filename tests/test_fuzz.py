@@ -46,8 +46,8 @@ from test_hostile_replay import (
 
 from playground.export.html import write_html
 from playground.session import Outcome
-from runtime.costmodel import CostModel
-from runtime.trace import Mark, Span, Timeline
+from runtime.sim.costmodel import CostModel
+from runtime.sim.trace import Mark, Span, Timeline
 from scenarios.metrics import CATEGORIES, UNITS, Curve, Metric
 from scenarios.params import Knob
 from scenarios.registry import LESSONS
@@ -621,7 +621,7 @@ def test_read_bounded_reads_only_regular_files_and_never_past_its_limit(
     import os
     import socket
 
-    from runtime.files import NotRegularFile, TooLarge, read_bounded
+    from runtime.engine.files import NotRegularFile, TooLarge, read_bounded
 
     with tempfile.TemporaryDirectory() as folder:
         path, data = Path(folder) / "x.json", b"y" * size

@@ -24,7 +24,7 @@ import pytest
 
 from playground import session
 from playground.report import finite
-from runtime.program import Action
+from runtime.sim.program import Action
 from scenarios.registry import NAMES
 
 GOLDEN = Path(__file__).parent / "golden" / "outputs.json"

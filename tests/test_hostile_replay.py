@@ -353,8 +353,8 @@ def test_the_saved_profile_declares_every_field_of_the_cost_model_and_its_rates(
     """A field the schema leaves out is dropped on reading a saved run back: a replay of
     the replay would then differ from the first (a calibrated figure gone)."""
     from playground.saved_schema import ProfileDoc, RatesDoc
-    from runtime.compute import ComputeRates
-    from runtime.costmodel import CostModel
+    from runtime.sim.compute import ComputeRates
+    from runtime.sim.costmodel import CostModel
 
     assert set(ComputeRates.__dataclass_fields__) <= set(RatesDoc.__struct_fields__)
     kept_out = {"details"}  # a calibration's raw points: not replayed

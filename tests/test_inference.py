@@ -17,10 +17,10 @@ from dataclasses import replace
 import pytest
 from test_hostile_replay import cli, one_line_error
 
-from runtime.costmodel import DISPATCH, series_key
-from runtime.profiles import PROFILES
-from runtime.simulate import simulate
-from runtime.trace import Timeline
+from runtime.sim.costmodel import DISPATCH, series_key
+from runtime.sim.profiles import PROFILES
+from runtime.sim.simulate import simulate
+from runtime.sim.trace import Timeline
 from scenarios.inference import report
 from scenarios.inference.blocks import BlockManager
 from scenarios.inference.latency import occupancy, served
@@ -374,7 +374,7 @@ def test_tp_and_pp_decode_on_two_ranks_give_torchs_greedy_tokens():
     tp = series_metrics(metrics, "tp")["collectives_per_decode_step"]
     assert tp["value"] == tp["predicted"] == 2 * 2 + 1  # 2 layers: 4 all-reduces + 1 gather
     # After the run, the model holds the gap its ranks left between two actions, per
-    # series (runtime.refine.refine_dispatch), and the prediction puts it before each one.
+    # series (runtime.fit.refine.refine_dispatch), and the prediction puts it before each one.
     gap = report["profile"]["compute"][series_key("tp", DISPATCH)]
     assert 0 < gap < 1e-3
     predicted = sorted(
@@ -442,7 +442,7 @@ def test_a_long_trace_s_curve_samples_the_other_rates_but_not_its_own():
 def test_goodput_curve_shows_the_runs_goodput_beside_the_prediction():
     """After a run: the curve is predicted with the model the metrics were (replayed on
     the run's spans) and the run's goodput is one point, at its rate."""
-    from runtime.replay import replay_compute
+    from runtime.fit.replay import replay_compute
     from scenarios.base import RunData
     from scenarios.inference.goodput import RATE_FACTORS, goodput_curve
 

@@ -1,4 +1,4 @@
-"""The operator counts the cost model charges (runtime.compute.BLOCK_FORWARD_OPS,
+"""The operator counts the cost model charges (runtime.sim.compute.BLOCK_FORWARD_OPS,
 scenarios.inference.stepmodel.OPS) are what the code dispatches: counted here at
 torch's dispatcher, one process, no ranks. On a CPU a small model's step is mostly
 these operators' dispatch, so a count that drifts from the code drifts the prediction."""
@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from runtime.compute import BLOCK_FORWARD_OPS
-from runtime.models import Block, GPTConfig, MiniGPT
+from runtime.engine.models import Block, GPTConfig, MiniGPT
+from runtime.sim.compute import BLOCK_FORWARD_OPS
 from scenarios.inference.decode import Chunk, Shard
 from scenarios.inference.stepmodel import EMBED_SEQ_OPS_CPU, OPS, SEQ_OPS_CPU
 

@@ -27,7 +27,7 @@ from playground.screens.lesson import LessonScreen
 from playground.widgets.controls import LessonControls
 from playground.widgets.gantt import GanttView
 from playground.widgets.param_form import ParamForm
-from runtime import spawn
+from runtime.engine import spawn
 
 SIZE = (120, 36)
 DATA = Path(__file__).parent / "data"
@@ -309,7 +309,7 @@ async def test_zoom_and_pan_move_the_window() -> None:
 async def test_gantt_draws_a_failure_mark_in_the_failed_ranks_row() -> None:
     from textual.app import App
 
-    from runtime.trace import Mark, Span, Timeline
+    from runtime.sim.trace import Mark, Span, Timeline
 
     class One(App[None]):
         def compose(self):

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from test_cli import playground, predict_without_torch
 
 from playground import session
-from runtime.costmodel import CostModel
-from runtime.models import GPTConfig, MiniGPT, batch
-from runtime.simulate import simulate
+from runtime.engine.models import GPTConfig, MiniGPT, batch
+from runtime.sim.costmodel import CostModel
+from runtime.sim.simulate import simulate
 from scenarios.metrics import Metric
 from scenarios.mixed_precision import buckets, formats, sweep, timing
 from scenarios.mixed_precision.lesson import LESSON
@@ -178,7 +178,7 @@ def test_low_precision_compute_before_a_run_is_the_calibrated_slowdown():
     measured; without a calibrated figure, the lesson's guess."""
     from dataclasses import replace
 
-    from runtime.compute import TYPICAL_CPU
+    from runtime.sim.compute import TYPICAL_CPU
     from scenarios.mixed_precision.lesson import CPU_LOW_PRECISION, estimate
 
     params = LESSON.parse({"implementation": "hand"}, "predict")
@@ -197,8 +197,8 @@ def test_a_bucket_before_a_run_is_torchs_all_reduce_between_computes():
     the series' buckets replaces it."""
     from dataclasses import replace
 
-    from runtime.costmodel import series_scale_key
-    from runtime.program import Action
+    from runtime.sim.costmodel import series_scale_key
+    from runtime.sim.program import Action
 
     bucket = Action("b@r0", 0, "all_reduce", group=(0, 1), bytes=2**16, algorithm="builtin",
                     series="fp32/hand", args=(("nonblocking", True),))  # fmt: skip
@@ -233,7 +233,7 @@ def test_step_is_the_mean_period_of_the_steady_steps():
     (a slow step and the ranks' start skew weigh as they do in the spans' sums the
     prediction after a run is built from); with no step before the steady ones, the
     median step from its first start to its last end."""
-    from runtime.trace import Span, Timeline
+    from runtime.sim.trace import Span, Timeline
 
     def span(rank: int, step: int, start: float, end: float) -> Span:
         return Span(rank, "F", "", start, end, series="fp16/hand", step=step)
@@ -335,11 +335,11 @@ def test_overlapping_all_reduces_get_a_communication_lane():
 
 
 def test_simulator_overlaps_nonblocking_collectives_and_waits_for_them():
-    """runtime.simulate's non-blocking collectives: launched, the rank goes on; they run one
+    """runtime.sim.simulate's non-blocking collectives: launched, the rank goes on; they run one
     after another on the rank's stream, from the last member's launch; `wait` ends with
     the last; a launch some member never makes is a deadlock, and an unwaited one refused."""
-    from runtime.program import Action, Program, ProgramError
-    from runtime.simulate import DeadlockError
+    from runtime.sim.program import Action, Program, ProgramError
+    from runtime.sim.simulate import DeadlockError
 
     model = CostModel("t", alpha=0.5, beta=0.0, gamma=0.0, compute={"c": 1.0, "slow": 3.0})
     group = (0, 1)

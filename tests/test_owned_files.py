@@ -31,8 +31,8 @@ import pytest
 
 from playground import saved_schema
 from playground.saved_schema import MAX_OBJECTS, RunDoc, SavedRunError
-from runtime import calibration, checkpoint, rundirs
-from runtime.files import (
+from runtime.engine import checkpoint, rundirs
+from runtime.engine.files import (
     NotRegularFile,
     TooLarge,
     make_private_dir,
@@ -40,6 +40,7 @@ from runtime.files import (
     read_bounded,
     write_text_atomic,
 )
+from runtime.fit import calibration
 
 HOSTILE = Path(__file__).parent / "data" / "hostile"
 CLI = "import sys; from playground.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -160,7 +161,7 @@ def test_a_document_past_the_schemas_limits_is_refused_before_it_is_decoded() ->
 def test_the_saved_timeline_docs_declare_the_timeline_fields_in_order() -> None:
     import dataclasses
 
-    from runtime.trace import Counter, Mark, Span
+    from runtime.sim.trace import Counter, Mark, Span
 
     for kind, doc in ((Span, saved_schema.SpanDoc), (Counter, saved_schema.CounterDoc)):
         assert [f.name for f in dataclasses.fields(kind)] == list(doc.__struct_fields__)
@@ -296,7 +297,7 @@ def test_make_private_dir_makes_every_new_folder_private(tmp_path: Path) -> None
 
 
 def test_the_calibration_cache_is_private(tmp_path, monkeypatch) -> None:
-    from runtime.profiles import PROFILES
+    from runtime.sim.profiles import PROFILES
 
     os.umask(0o022)
     monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path / "cache"))
@@ -339,7 +340,7 @@ STATE_RUNS = [
 @pytest.mark.ranks
 def test_nothing_under_the_state_dir_is_readable_by_others(tmp_path, monkeypatch) -> None:
     """A successful and a failed run, under a umask that would make everything 0644."""
-    from runtime.profiles import PROFILES
+    from runtime.sim.profiles import PROFILES
 
     state, cache = tmp_path / "state", tmp_path / "cache"
     env = {"XDG_STATE_HOME": str(state), "PLAYGROUND_CACHE_DIR": str(cache)}

@@ -14,12 +14,12 @@ from test_cli import playground
 
 from playground import session
 from playground.memory_rows import memory_rows
-from runtime import formulas
-from runtime.models import GPTConfig, MiniGPT, batch, split_stages, stage_layers
-from runtime.profiles import PROFILES
-from runtime.program import Action
-from runtime.simulate import simulate
-from runtime.trace import Timeline
+from runtime.engine.models import GPTConfig, MiniGPT, batch, split_stages, stage_layers
+from runtime.sim import formulas
+from runtime.sim.profiles import PROFILES
+from runtime.sim.program import Action
+from runtime.sim.simulate import simulate
+from runtime.sim.trace import Timeline
 from scenarios.metrics import Metric, find
 from scenarios.params import ParamError
 from scenarios.pipeline.executor import PipelineExecutor
@@ -365,8 +365,8 @@ def test_bubble_step_states_no_core_count_and_the_cores_are_a_fact():
 def test_profile_source_says_each_refinement_once():
     """Refined after a run, then replayed on unshared cores: each step said once, the
     replay's own scaling in its own words."""
-    from runtime.refine import refine_compute
-    from runtime.replay import replay_compute
+    from runtime.fit.refine import refine_compute
+    from runtime.fit.replay import replay_compute
 
     params = LESSON.parse({"schedule": "gpipe,1f1b"}, "predict")
     program = build(params)

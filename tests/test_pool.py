@@ -1,4 +1,4 @@
-"""Warm ranks (runtime.pool): a job on kept ranks is a cold launch's job, and a pool that
+"""Warm ranks (runtime.engine.pool): a job on kept ranks is a cold launch's job, and a pool that
 saw a failure, a cancel or a new world size is gone, every process of it.
 
 Behaviour, not timings: "starts sooner" is checked as "ran on the same processes and
@@ -21,10 +21,10 @@ from test_engine import _alive
 from test_trust import LOOPBACK_V4, LOOPBACK_V6, listening_addresses
 
 from playground import session
-from runtime.faults import Fault
-from runtime.launch import LaunchResult, LaunchSpec, RunCancelled, RunFailed, launch
-from runtime.pool import RankPool, poolable
-from runtime.restart import Attempt
+from runtime.engine.faults import Fault
+from runtime.engine.launch import LaunchResult, LaunchSpec, RunCancelled, RunFailed, launch
+from runtime.engine.pool import RankPool, poolable
+from runtime.engine.restart import Attempt
 
 # A small pipeline (2 stages, both schedules): real MiniGPT gradients and losses.
 PIPELINE = {
@@ -107,7 +107,7 @@ def test_every_job_seeds_torch_afresh() -> None:
     assert [r.warm for r in runs] == [False, True, True]
     for run in runs:
         assert run.rank_results == cold.rank_results
-    # Every job, cold or warm, ran with no full collection to pause it (runtime.worker).
+    # Every job, cold or warm, ran with no full collection to pause it (runtime.engine.worker).
     assert {(r["collecting"], r["frozen"]) for r in cold.rank_results} == {(False, True)}
 
 
@@ -250,7 +250,7 @@ def test_the_parent_never_imports_torch() -> None:
     code = (
         "import sys\n"
         "from playground import session\n"
-        "from runtime.pool import RankPool\n"
+        "from runtime.engine.pool import RankPool\n"
         "ring = {'ranks': '2', 'size': '64KiB'}\n"
         "with RankPool() as pool:\n"
         "    for _ in range(2):\n"

@@ -18,7 +18,7 @@ import random
 
 import pytest
 
-from runtime.profiles import PROFILES
+from runtime.sim.profiles import PROFILES
 from scenarios.inference import predict as inference_predict
 from scenarios.inference.goodput import predicted_goodput
 from scenarios.inference.lesson import layout

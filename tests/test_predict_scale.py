@@ -24,10 +24,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_hostile_replay import cli
 
-from runtime.costmodel import WAKE, CostModel
-from runtime.profiles import PROFILES
-from runtime.simulate import simulate
-from runtime.trace import Timeline
+from runtime.sim.costmodel import WAKE, CostModel
+from runtime.sim.profiles import PROFILES
+from runtime.sim.simulate import simulate
+from runtime.sim.trace import Timeline
 from scenarios.failure_resume import interval
 from scenarios.failure_resume import lumped as resume_lumped
 from scenarios.metrics import Metric
@@ -41,7 +41,7 @@ MODELS = {
     "cpu": PROFILES["cpu-default"],
     "two-cores": replace(PROFILES["cpu-default"], cores=2),  # ranks share cores
     "nodes": PROFILES["h100-nvlink"],  # 8 ranks per node, slower links between nodes
-    # As calibrated here: a compute right after a wait pays a wake-up (runtime.costmodel)
+    # As calibrated here: a compute right after a wait pays a wake-up (runtime.sim.costmodel)
     "woken": replace(PROFILES["cpu-default"], cores=2, compute={WAKE: 1e-4}),
 }
 

@@ -190,7 +190,7 @@ def test_a_rank_log_never_follows_a_planted_symlink(tmp_path: Path) -> None:
     target.write_text("keep")
     (tmp_path / "rank0.log").symlink_to(target)
     code = (
-        "import sys; from runtime.bootstrap import log_to\n"
+        "import sys; from runtime.engine.bootstrap import log_to\n"
         "try:\n    log_to(sys.argv[1], 0)\nexcept OSError:\n    sys.exit(7)\n"
     )
     out = subprocess.run([PY, "-c", code, str(tmp_path)], cwd=ROOT, capture_output=True)
@@ -199,7 +199,7 @@ def test_a_rank_log_never_follows_a_planted_symlink(tmp_path: Path) -> None:
 
 
 def test_a_rank_log_is_private(tmp_path: Path) -> None:
-    code = "import sys; from runtime.bootstrap import log_to; log_to(sys.argv[1], 3)"
+    code = "import sys; from runtime.engine.bootstrap import log_to; log_to(sys.argv[1], 3)"
     subprocess.run([PY, "-c", code, str(tmp_path)], cwd=ROOT, check=True)
     assert (tmp_path / "rank3.log").stat().st_mode & 0o077 == 0
 

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from runtime import formulas
-from runtime.profiles import PROFILES
-from runtime.program import ProgramError
-from runtime.simulate import simulate
+from runtime.sim import formulas
+from runtime.sim.profiles import PROFILES
+from runtime.sim.program import ProgramError
+from runtime.sim.simulate import simulate
 from scenarios.params import ParamError
 from scenarios.pipeline import orders, schedules
 from scenarios.pipeline.schedules import ScheduleError, Shape

@@ -6,11 +6,12 @@ import math
 
 import pytest
 
-from runtime import collectives, formulas
-from runtime.costmodel import CostModel
-from runtime.profiles import get_profile
-from runtime.program import Action, Program, ProgramError
-from runtime.simulate import DeadlockError, simulate
+from runtime.engine import collectives
+from runtime.sim import formulas
+from runtime.sim.costmodel import CostModel
+from runtime.sim.profiles import get_profile
+from runtime.sim.program import Action, Program, ProgramError
+from runtime.sim.simulate import DeadlockError, simulate
 
 MODEL = CostModel("test", alpha=1e-5, beta=1e-9, gamma=5e-10)
 
@@ -309,10 +310,10 @@ def test_messages_on_one_link_queue() -> None:
 def test_refine_collectives_scales_each_kind_by_the_runs_median_ratio() -> None:
     """After a run the model times each collective kind as the run did: the median over
     instances of (member's span) / formula; kinds the run did not time keep 1.0."""
-    from runtime.costmodel import CostModel
-    from runtime.program import Action, Program
-    from runtime.refine_collectives import refine_collectives
-    from runtime.trace import Span, Timeline
+    from runtime.fit.refine_collectives import refine_collectives
+    from runtime.sim.costmodel import CostModel
+    from runtime.sim.program import Action, Program
+    from runtime.sim.trace import Span, Timeline
 
     model = CostModel("m", alpha=1e-3, beta=0.0, gamma=0.0)
     group = (0, 1)
@@ -341,10 +342,10 @@ def test_each_series_keeps_the_collective_scale_its_run_timed() -> None:
     and the other 6 ms: each is predicted at its own time after the run, in the
     simulator too (which caches a collective's time per kind and size: per series now),
     and a series the run did not time gets the scale pooled over both."""
-    from runtime.costmodel import CostModel
-    from runtime.program import Action, Program
-    from runtime.refine_collectives import refine_collectives
-    from runtime.trace import Span, Timeline
+    from runtime.fit.refine_collectives import refine_collectives
+    from runtime.sim.costmodel import CostModel
+    from runtime.sim.program import Action, Program
+    from runtime.sim.trace import Span, Timeline
 
     model = CostModel("m", alpha=1e-3, beta=0.0, gamma=0.0)
     group = (0, 1)
@@ -369,10 +370,10 @@ def test_each_series_keeps_the_collective_scale_its_run_timed() -> None:
 def test_refine_collectives_leaves_the_warmup_steps_out() -> None:
     """A first step's collective pays its buffers' first use (here 20 ms against 2 ms):
     with `warmup_steps`, as a lesson whose times leave that step out, it scales nothing."""
-    from runtime.costmodel import CostModel
-    from runtime.program import Action, Program
-    from runtime.refine_collectives import refine_collectives
-    from runtime.trace import Span, Timeline
+    from runtime.fit.refine_collectives import refine_collectives
+    from runtime.sim.costmodel import CostModel
+    from runtime.sim.program import Action, Program
+    from runtime.sim.trace import Span, Timeline
 
     model = CostModel("m", alpha=1e-3, beta=0.0, gamma=0.0)  # formula: 2 ms on 2 ranks
     group = (0, 1)
@@ -396,10 +397,10 @@ def test_refine_chained_collectives_from_last_arrival_to_last_end() -> None:
     end (a late arrival's wait is not the collective's; a late finisher holds the next
     link of the chain), and the scale is the mean over instances; by default the median
     member's span, arrival to end."""
-    from runtime.costmodel import CostModel
-    from runtime.program import Action, Program
-    from runtime.refine_collectives import refine_collectives
-    from runtime.trace import Span, Timeline
+    from runtime.fit.refine_collectives import refine_collectives
+    from runtime.sim.costmodel import CostModel
+    from runtime.sim.program import Action, Program
+    from runtime.sim.trace import Span, Timeline
 
     model = CostModel("m", alpha=1e-3, beta=0.0, gamma=0.0)
     group = (0, 1, 2)
@@ -432,8 +433,8 @@ def test_refine_scales_a_spelled_out_ring_as_measured() -> None:
     included) is predicted 1.5× slower after the run refines it."""
     from dataclasses import replace
 
-    from runtime.refine_collectives import refine_collectives
-    from runtime.trace import Timeline
+    from runtime.fit.refine_collectives import refine_collectives
+    from runtime.sim.trace import Timeline
 
     program = program_of(4, collectives.ring_all_reduce(list(range(4)), 2**18, 4))
     before = simulate(program, MODEL)
@@ -452,10 +453,10 @@ def test_refine_costs_a_ring_by_its_steps_and_the_gaps_between_them_apart() -> N
     (refine_dispatch) the simulated chain comes to the run's iteration."""
     from dataclasses import replace
 
-    from runtime.costmodel import DISPATCH, series_key
-    from runtime.refine import refine_dispatch
-    from runtime.refine_collectives import refine_collectives
-    from runtime.trace import Span, Timeline
+    from runtime.fit.refine import refine_dispatch
+    from runtime.fit.refine_collectives import refine_collectives
+    from runtime.sim.costmodel import DISPATCH, series_key
+    from runtime.sim.trace import Span, Timeline
 
     schedule = collectives.ring_all_reduce(list(range(4)), 2**18, 4)
     program = program_of(
@@ -483,10 +484,10 @@ def test_refine_dispatch_lets_a_barriers_members_go_as_the_run_did() -> None:
     starts as late on each rank as the run's did, and the iteration waits for the last."""
     from dataclasses import replace
 
-    from runtime.costmodel import EXIT_LAG, series_key
-    from runtime.program import barriers
-    from runtime.refine import refine_dispatch
-    from runtime.trace import Timeline
+    from runtime.fit.refine import refine_dispatch
+    from runtime.sim.costmodel import EXIT_LAG, series_key
+    from runtime.sim.program import barriers
+    from runtime.sim.trace import Timeline
 
     group = (0, 1, 2, 3)
     schedule = collectives.ring_all_reduce(list(group), 2**18, 4)
@@ -528,11 +529,11 @@ def test_a_rings_steps_do_not_pay_the_barriers_lags_twice() -> None:
     (a failed attempt) says nothing of the lags; one rank alone has none."""
     from dataclasses import replace
 
-    from runtime.costmodel import EXIT_LAG, series_key
-    from runtime.program import barriers
-    from runtime.refine import exit_lags, refine_dispatch
-    from runtime.refine_collectives import refine_collectives
-    from runtime.trace import Timeline
+    from runtime.fit.refine import exit_lags, refine_dispatch
+    from runtime.fit.refine_collectives import refine_collectives
+    from runtime.sim.costmodel import EXIT_LAG, series_key
+    from runtime.sim.program import barriers
+    from runtime.sim.trace import Timeline
 
     group, lag = (0, 1, 2, 3), 5e-4
     program = Program(4)
@@ -565,10 +566,10 @@ def test_barrier_lags_keep_their_spread_when_the_members_leave_in_no_fixed_order
     barrier waits for that barrier's last member. The lags are the mean order statistics
     (0, then the mean second, then the mean last), given in the order of the ranks' own
     means: the spread a barrier had, and the same total."""
-    from runtime.costmodel import EXIT_LAG, series_key
-    from runtime.program import barriers
-    from runtime.refine import exit_lags
-    from runtime.trace import Span
+    from runtime.fit.refine import exit_lags
+    from runtime.sim.costmodel import EXIT_LAG, series_key
+    from runtime.sim.program import barriers
+    from runtime.sim.trace import Span
 
     group = (0, 1, 2)
     orders = [(0, 1, 2), (1, 2, 0), (2, 0, 1), (0, 1, 2)]  # who leaves first, second, last
@@ -593,8 +594,8 @@ def test_refine_builtin_collectives_apart_from_ddp_buckets() -> None:
     """Torch's own blocking collectives get a scale of their own (builtin.<kind>); a
     non-blocking one (a DDP bucket) one of its own (async.<kind>); one whose work is
     inside another span (torch DDP's, inside B) costs nothing once that span is timed."""
-    from runtime.refine_collectives import refine_collectives
-    from runtime.trace import Span, Timeline
+    from runtime.fit.refine_collectives import refine_collectives
+    from runtime.sim.trace import Span, Timeline
 
     program = Program(2)
     spans = []
@@ -630,9 +631,9 @@ def test_refine_ddp_buckets_per_series_from_when_each_could_start() -> None:
     when it could start (every member launched it, each member's previous one ended) to
     the members' median end, as the simulator runs them; per step their sum over the
     formula's, the median over steps; each series its own scale."""
-    from runtime.costmodel import series_scale_key
-    from runtime.refine_collectives import refine_collectives
-    from runtime.trace import Span, Timeline
+    from runtime.fit.refine_collectives import refine_collectives
+    from runtime.sim.costmodel import series_scale_key
+    from runtime.sim.trace import Span, Timeline
 
     program = Program(2)
     spans = []
@@ -666,8 +667,8 @@ def test_refine_compute_makes_the_simulated_spans_add_up_to_the_measured() -> No
     (bounded), so a machine that shares its cores worse than ideally is learned."""
     from dataclasses import replace
 
-    from runtime.refine import refine_compute
-    from runtime.trace import Timeline
+    from runtime.fit.refine import refine_compute
+    from runtime.sim.trace import Timeline
 
     model = replace(MODEL, compute={"F": 1e-3, "B": 2e-3})
     program = Program(1)
@@ -690,9 +691,9 @@ def test_refine_compute_leaves_the_warmup_steps_out() -> None:
     its steady steps only refines from those, and so does the replay."""
     from dataclasses import replace
 
-    from runtime.refine import refine_compute
-    from runtime.replay import replay_compute
-    from runtime.trace import Timeline
+    from runtime.fit.refine import refine_compute
+    from runtime.fit.replay import replay_compute
+    from runtime.sim.trace import Timeline
 
     model = replace(MODEL, compute={"F": 1e-3}, cores=1)
     program = Program(1)
@@ -717,9 +718,9 @@ def test_replay_compute_keeps_each_span_as_measured_without_sharing_the_cores_ag
     others; replayed (cores not shared), every span is the 10 ms it took."""
     from dataclasses import replace
 
-    from runtime.refine import refine_compute
-    from runtime.replay import replay_compute
-    from runtime.trace import Span, Timeline
+    from runtime.fit.refine import refine_compute
+    from runtime.fit.replay import replay_compute
+    from runtime.sim.trace import Span, Timeline
 
     model = replace(MODEL, compute={"F": 1e-3}, cores=2)
     program = Program(4)
@@ -748,8 +749,8 @@ def test_replay_compute_reaches_spans_far_beyond_the_cpu_seconds_of_many_ranks()
     ([0.25, 4]) do not clip what the run measured."""
     from dataclasses import replace
 
-    from runtime.replay import replay_compute
-    from runtime.trace import Span, Timeline
+    from runtime.fit.replay import replay_compute
+    from runtime.sim.trace import Span, Timeline
 
     model = replace(MODEL, compute={"F": 1e-3}, cores=2)
     program = Program(8)
@@ -765,9 +766,9 @@ def test_replay_gives_each_series_its_own_cost_of_a_shared_key() -> None:
     cores: replayed, each series' prediction carries its own, not their average."""
     from dataclasses import replace
 
-    from runtime.costmodel import series_key
-    from runtime.replay import replay_compute
-    from runtime.trace import Span, Timeline
+    from runtime.fit.replay import replay_compute
+    from runtime.sim.costmodel import series_key
+    from runtime.sim.trace import Span, Timeline
 
     model = replace(MODEL, compute={"F": 1e-3}, cores=1)
     program = Program(1)
@@ -783,9 +784,9 @@ def test_replay_gives_each_series_its_own_cost_of_a_shared_key() -> None:
 
 
 def test_refine_p2p_times_messages_whose_receiver_waited_and_sends_hold_their_sender() -> None:
-    from runtime.costmodel import SEND_ISSUE
-    from runtime.refine import refine_p2p
-    from runtime.trace import Span, Timeline
+    from runtime.fit.refine import refine_p2p
+    from runtime.sim.costmodel import SEND_ISSUE
+    from runtime.sim.trace import Span, Timeline
 
     program = Program(2)
     spans = []
@@ -811,8 +812,8 @@ def test_refine_p2p_times_messages_whose_receiver_waited_and_sends_hold_their_se
 def test_refine_collectives_keeps_a_scale_per_message_size() -> None:
     """Two sizes of one kind, one 2x its formula and one 6x: each is predicted as it took,
     and a size the run never timed gets the kind's median."""
-    from runtime.refine_collectives import refine_collectives
-    from runtime.trace import Span, Timeline
+    from runtime.fit.refine_collectives import refine_collectives
+    from runtime.sim.trace import Span, Timeline
 
     program = Program(2)
     spans = []
@@ -855,13 +856,13 @@ def test_a_synced_compute_ends_on_every_member_when_the_slowest_has() -> None:
 
 
 def test_a_compute_right_after_a_wait_pays_the_wake_up() -> None:
-    """The calibrated wake-up (runtime.costmodel.WAKE) is paid by a compute that starts
+    """The calibrated wake-up (runtime.sim.costmodel.WAKE) is paid by a compute that starts
     right after its rank blocked (a receive, a collective), not by one after another
     compute nor by a sender; after a run it is 0 (the measured compute holds it)."""
     from dataclasses import replace
 
-    from runtime.costmodel import WAKE
-    from runtime.refine import refine
+    from runtime.fit.refine import refine
+    from runtime.sim.costmodel import WAKE
 
     model = replace(MODEL, compute={"F": 1e-3, WAKE: 2e-4})
     program = Program(2)
@@ -886,7 +887,7 @@ def test_a_compute_right_after_a_wait_pays_the_wake_up() -> None:
 
 
 def test_the_wake_up_is_calibrated_as_after_a_wait_against_back_to_back() -> None:
-    from runtime.calibration import wake_seconds
+    from runtime.fit.calibration import wake_seconds
 
     assert wake_seconds([[3e-4, 2e-4], [5e-4, 2e-4], [2.5e-4, 2e-4]]) == pytest.approx(1e-4)
     assert wake_seconds([[1e-4, 2e-4]]) == 0.0  # noise: never below zero
@@ -909,12 +910,12 @@ def _dispatch_program() -> Program:
 
 @pytest.mark.parametrize("cores", [None, 1])
 def test_a_rank_starts_each_action_the_dispatch_gap_after_its_last(cores: int | None) -> None:
-    """What a rank's executor spends between two actions (runtime.costmodel.DISPATCH)
+    """What a rank's executor spends between two actions (runtime.sim.costmodel.DISPATCH)
     comes before every action but its first: a collective starts when the last member
     has arrived after its gap, with the cores to themselves or shared."""
     from dataclasses import replace
 
-    from runtime.costmodel import DISPATCH
+    from runtime.sim.costmodel import DISPATCH
 
     gap = 1e-4
     model = replace(MODEL, compute={"F": 1e-3, DISPATCH: gap}, cores=cores)
@@ -933,8 +934,8 @@ def test_a_rank_starts_each_action_the_dispatch_gap_after_its_last(cores: int | 
 def test_lockstep_ranks_pay_the_dispatch_gap_as_the_simulated_ones() -> None:
     from dataclasses import replace
 
-    from runtime.costmodel import DISPATCH
-    from runtime.simulate import simulate_lockstep
+    from runtime.sim.costmodel import DISPATCH
+    from runtime.sim.simulate import simulate_lockstep
 
     model = replace(MODEL, compute={"F": 1e-3, DISPATCH: 1e-4}, cores=2)
     program = Program(2)
@@ -953,9 +954,9 @@ def test_refine_dispatch_is_the_mean_gap_between_a_series_actions() -> None:
     a new series' first action left out."""
     from dataclasses import replace
 
-    from runtime.costmodel import DISPATCH, series_key
-    from runtime.refine import refine_dispatch
-    from runtime.trace import Timeline
+    from runtime.fit.refine import refine_dispatch
+    from runtime.sim.costmodel import DISPATCH, series_key
+    from runtime.sim.trace import Timeline
 
     own = series_key("s", DISPATCH)  # the gap of series "s", every action's here
     model = replace(MODEL, compute={"F": 1e-3})
@@ -1017,9 +1018,9 @@ def test_each_series_pays_its_own_dispatch_gap_and_a_run_gives_each_back(
     under the computes after it) and after a barrier (a series' setup follows it)."""
     from dataclasses import replace
 
-    from runtime.costmodel import DISPATCH, series_key
-    from runtime.refine import refine_dispatch
-    from runtime.trace import Timeline
+    from runtime.fit.refine import refine_dispatch
+    from runtime.sim.costmodel import DISPATCH, series_key
+    from runtime.sim.trace import Timeline
 
     gaps = {series_key("a", DISPATCH): 2e-5, series_key("b", DISPATCH): 3e-4}
     model = replace(MODEL, compute={"F": 1e-3, **gaps}, cores=cores)

@@ -262,7 +262,7 @@ def test_a_bad_straggler_ratio_is_refused_in_spanish(capsys, monkeypatch) -> Non
     assert english(err) == [] and "rezagado" in err, err
 
 
-FAULTS = [  # (lesson, --ranks, --fault): refused by runtime.faults or by the lesson
+FAULTS = [  # (lesson, --ranks, --fault): refused by runtime.engine.faults or by the lesson
     ("ring-allreduce", 2, "x"),
     ("ring-allreduce", 2, "kill:rank=0"),
     ("ring-allreduce", 2, "kill:rank=0,after=0.5s,step=3"),
@@ -288,10 +288,10 @@ FAULTS = [  # (lesson, --ranks, --fault): refused by runtime.faults or by the le
 
 @pytest.mark.parametrize(("lesson", "ranks", "spec"), FAULTS)
 def test_fault_errors_carry_their_spanish(lesson: str, ranks: int, spec: str) -> None:
-    """runtime.faults and each lesson's check_faults give a refused --fault its Spanish
+    """runtime.engine.faults and each lesson's check_faults give a refused --fault its Spanish
     twin; playground.usage.as_usage_error turns either into the line the CLI prints."""
     from playground.usage import as_usage_error
-    from runtime.faults import parse_faults
+    from runtime.engine.faults import parse_faults
 
     lesson_ = LESSONS[lesson]
     params = lesson_.parse({lesson_.params.ranks_field: str(ranks)}, "run")

@@ -1,4 +1,4 @@
-"""runtime.comm.Spent: a finished p2p request is waited for, kept a while, then freed
+"""runtime.engine.comm.Spent: a finished p2p request is waited for, kept a while, then freed
 oldest first (gloo held a rank a scheduler tick when one was freed at once:
 benchmarks/p2p_release.py); the lessons free at once for now."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import weakref
 
-from runtime.comm import SPENT_KEPT, Comm, Spent
+from runtime.engine.comm import SPENT_KEPT, Comm, Spent
 
 
 class FakeWork:
@@ -42,6 +42,6 @@ def test_kept_zero_frees_each_request_once_waited():
 
 
 def test_a_comm_frees_its_requests_at_once_until_calibration_follows():
-    # Kept, calibration sped up more than the lessons' runs (runtime.comm's docstring).
+    # Kept, calibration sped up more than the lessons' runs (runtime.engine.comm's docstring).
     assert SPENT_KEPT == 0
     assert Comm().spent._works.maxlen == 0

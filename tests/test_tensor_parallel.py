@@ -11,9 +11,9 @@ import json
 import pytest
 from test_cli import playground, predict_without_torch
 
-from runtime.launch import LaunchSpec, launch
-from runtime.profiles import get_profile
-from runtime.simulate import simulate
+from runtime.engine.launch import LaunchSpec, launch
+from runtime.sim.profiles import get_profile
+from runtime.sim.simulate import simulate
 from scenarios.metrics import Metric
 from scenarios.registry import get_lesson
 from scenarios.tensor_parallel import memory

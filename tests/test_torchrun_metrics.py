@@ -1,7 +1,7 @@
 """`python -m scenarios.torchrun … --metrics-port`: each node's local rank 0 serves its node's ranks.
 
 The fast tests check the refusals before any rendezvous and the node stream on
-its own (runtime.node_stream, no torch); the `ranks` ones start torchrun with
+its own (runtime.engine.node_stream, no torch); the `ranks` ones start torchrun with
 two ranks, scrape the endpoint while the run goes and take a port in use.
 Timings are never asserted.
 """
@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from test_trust import LISTEN, LOOPBACK_V4
 
-from runtime.live_workers import LiveWorkers
-from runtime.node_stream import Hub, Link, NodeStreamError, decode
-from runtime.trace import Span
+from runtime.engine.live_workers import LiveWorkers
+from runtime.engine.node_stream import Hub, Link, NodeStreamError, decode
+from runtime.sim.trace import Span
 from scenarios import torchrun
 
 TORCHRUN = shutil.which("torchrun")

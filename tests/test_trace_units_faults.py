@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.faults import parse_fault
-from runtime.trace import Counter, Mark, Span, Timeline
-from runtime.units import format_bytes, parse_bytes, parse_duration
+from runtime.engine.faults import parse_fault
+from runtime.sim.trace import Counter, Mark, Span, Timeline
+from runtime.sim.units import format_bytes, parse_bytes, parse_duration
 
 optional_int = st.none() | st.integers(min_value=0, max_value=10**9)
 spans = st.builds(

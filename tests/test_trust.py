@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from playground import session
-from runtime import rundirs
+from runtime.engine import rundirs
 
 LOOPBACK_V4 = "0100007F"  # 127.0.0.1, as /proc/net/tcp writes it
 LOOPBACK_V6 = "00000000000000000000000001000000"  # ::1

@@ -12,8 +12,8 @@ from dataclasses import replace
 import pytest
 
 from playground import session
-from runtime.formulas import ring_all_reduce_time
-from runtime.simulate import simulate
+from runtime.sim.formulas import ring_all_reduce_time
+from runtime.sim.simulate import simulate
 from scenarios.metrics import Metric
 from scenarios.registry import get_lesson
 from scenarios.shape import GPTShape
@@ -314,7 +314,7 @@ def test_steady_step_is_the_period_between_steps_ends() -> None:
     step: the skew its ranks start a step with (one left the step before 2 ms early)
     is not read as a step's time, and the prediction, whose ranks start together, is
     held to the same measure. One step alone: its makespan; barriers never count."""
-    from runtime.trace import Span, Timeline
+    from runtime.sim.trace import Span, Timeline
 
     def span(rank: int, step: int, start: float, end: float, kind: str = "F") -> Span:
         return Span(rank, kind, "", start, end, series="ddp2", step=step)

@@ -23,13 +23,13 @@ import pytest
 from playground import session
 from playground.saved import replay
 from playground.worker_figures import workers_of
-from runtime.costmodel import CostModel, slowed
-from runtime.faults import parse_fault, slow_factors
-from runtime.live_workers import LiveWorkers, workers_report
-from runtime.program import Action, Program
-from runtime.simulate import simulate, simulate_lockstep
-from runtime.stragglers import Verdict, run_verdict
-from runtime.trace import Counter, Mark, Span, Timeline
+from runtime.engine.faults import parse_fault, slow_factors
+from runtime.engine.live_workers import LiveWorkers, workers_report
+from runtime.engine.stragglers import Verdict, run_verdict
+from runtime.sim.costmodel import CostModel, slowed
+from runtime.sim.program import Action, Program
+from runtime.sim.simulate import simulate, simulate_lockstep
+from runtime.sim.trace import Counter, Mark, Span, Timeline
 
 DATA = Path(__file__).parent / "data"
 SLOW_RUN = DATA / "zero-slow-4ranks.json"

@@ -26,9 +26,9 @@ from test_trust import LOOPBACK_V4, LOOPBACK_V6, listening_addresses
 from playground import session
 from playground.app import PlaygroundApp
 from playground.widgets.workers import WorkersView
-from runtime.live_workers import workers_report
-from runtime.pool import RankPool
-from runtime.trace import Span, Timeline
+from runtime.engine.live_workers import workers_report
+from runtime.engine.pool import RankPool
+from runtime.sim.trace import Span, Timeline
 
 pytestmark = pytest.mark.ranks
 DATA = Path(__file__).parent / "data"

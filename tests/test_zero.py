@@ -17,8 +17,8 @@ from test_cli import playground, predict_without_torch
 from playground import session
 from playground.export.html import render_html
 from playground.export.memory import build_memory_figure
-from runtime import formulas
-from runtime.units import parse_count
+from runtime.sim import formulas
+from runtime.sim.units import parse_count
 from scenarios.metrics import CATEGORIES, Metric
 from scenarios.params import ParamError
 from scenarios.zero.lesson import LESSON, ZeroParams, build
@@ -389,7 +389,7 @@ async def test_lesson_screen_predicts_and_opens_a_saved_run(four_ranks, tmp_path
 
 def test_parameter_tensors_count_the_minigpt():
     """The shape's tensor count (FSDP2's per-tensor overheads scale with it) is the model's."""
-    from runtime.models import GPTConfig, MiniGPT
+    from runtime.engine.models import GPTConfig, MiniGPT
     from scenarios.shape import GPTShape
 
     for layers in (1, 2, 5):
@@ -403,8 +403,8 @@ def test_fsdp2_estimate_adds_its_overheads_and_bytes():
     its all-gathers' bytes at the link's bandwidth; its Adam pays per tensor too."""
     from dataclasses import replace
 
-    from runtime.compute import TYPICAL_CPU
-    from runtime.costmodel import CostModel
+    from runtime.sim.compute import TYPICAL_CPU
+    from runtime.sim.costmodel import CostModel
     from scenarios.zero.lesson import estimate
 
     params = ZeroParams()
@@ -431,7 +431,7 @@ def test_fsdp2_estimate_adds_its_overheads_and_bytes():
 
 
 def test_sharded_overheads_fit():
-    from runtime.calibration import sharded_overheads
+    from runtime.fit.calibration import sharded_overheads
 
     rows = [[29.0, 0.03, 0.05, 0.01, 0.001, 0.002, 0.0005, 0.29]] * 3
     fitted = sharded_overheads(rows)

@@ -1,4 +1,4 @@
-"""Rank-side jobs of lesson 4's tests (run inside real gloo ranks by runtime.launch).
+"""Rank-side jobs of lesson 4's tests (run inside real gloo ranks by runtime.engine.launch).
 
 `check_f_g`: f and g (plain and sequence-parallel) against what they must compute,
 forward and backward, and what the Tracer records. `check_models`: the hand-written
@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from runtime.models import GPTConfig, MiniGPT, batch
-from runtime.worker import RankContext
+from runtime.engine.models import GPTConfig, MiniGPT, batch
+from runtime.engine.worker import RankContext
 from scenarios.tensor_parallel import torch_tp
 from scenarios.tensor_parallel.layers import Site, Tracer, f, g
 from scenarios.tensor_parallel.model import TPMiniGPT, tie

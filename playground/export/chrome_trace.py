@@ -31,8 +31,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runtime.files import SHARED_FILE, write_text_atomic
-from runtime.trace import OPTIONAL_SPAN_FIELDS, Span, Timeline
+from runtime.engine.files import SHARED_FILE, write_text_atomic
+from runtime.sim.trace import OPTIONAL_SPAN_FIELDS, Span, Timeline
 
 if TYPE_CHECKING:
     from playground.session import Outcome

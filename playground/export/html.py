@@ -42,8 +42,8 @@ from playground.export.timeline import build_figure
 from playground.export.workers import workers_html
 from playground.formatting import format_value, metric_table
 from playground.prediction_error import AFTER_RUN_BUDGET, BEFORE_RUN_BUDGET, mark
-from runtime.files import SHARED_FILE, write_text_atomic
-from runtime.units import format_seconds
+from runtime.engine.files import SHARED_FILE, write_text_atomic
+from runtime.sim.units import format_seconds
 
 if TYPE_CHECKING:
     from playground.session import Outcome

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 
 from playground.export.fragment import fragment
-from runtime.units import format_seconds
+from runtime.sim.units import format_seconds
 from scenarios.metrics import Lanes
 
 if TYPE_CHECKING:

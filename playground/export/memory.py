@@ -33,7 +33,7 @@ from plotly.subplots import make_subplots
 from playground.export.fragment import fragment
 from playground.memory_rows import memory_rows as rows_from_metrics
 from playground.palette import CATEGORY_COLORS, OTHER_COLOR
-from runtime.units import format_bytes
+from runtime.sim.units import format_bytes
 
 if TYPE_CHECKING:
     from playground.session import Outcome

@@ -32,8 +32,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from playground.palette import KIND_COLORS
-from runtime.trace import POSITION_FIELDS, Span, Timeline
-from runtime.units import format_bytes, format_seconds
+from runtime.sim.trace import POSITION_FIELDS, Span, Timeline
+from runtime.sim.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
     from playground.session import Outcome
@@ -251,7 +251,7 @@ def _time_unit(end: float) -> tuple[str, float]:
     return "µs", 1e6
 
 
-# Kinds that may run beside a rank's own work (runtime.program's non-blocking collectives).
+# Kinds that may run beside a rank's own work (runtime.sim.program's non-blocking collectives).
 OVERLAPPING = frozenset({"all_reduce", "reduce_scatter", "all_gather", "broadcast"})
 
 

@@ -31,8 +31,8 @@ from plotly.subplots import make_subplots
 
 from playground.export.fragment import fragment
 from playground.workers_text import columns, rank_rows, straggler_sentence
-from runtime.stragglers import WorkersReport
-from runtime.units import format_seconds
+from runtime.engine.stragglers import WorkersReport
+from runtime.sim.units import format_seconds
 
 if TYPE_CHECKING:
     from playground.session import Outcome

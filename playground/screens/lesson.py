@@ -43,17 +43,17 @@ from playground.widgets.metrics_panel import MetricsPanel
 from playground.widgets.narrative import NarrativePanel, metric_line
 from playground.widgets.ring import RingView
 from playground.widgets.workers import WorkersView
-from runtime.pool import RankPool
-from runtime.program import Action
-from runtime.trace import Span
-from runtime.workers import COLLECTIVES, MESSAGES
+from runtime.engine.pool import RankPool
+from runtime.engine.workers import COLLECTIVES, MESSAGES
+from runtime.sim.program import Action
+from runtime.sim.trace import Span
 from scenarios.base import STRAGGLER_PHASE, Lesson
 from scenarios.metrics import find
 from scenarios.workers import live_workers
 
 if TYPE_CHECKING:
-    from runtime.live_workers import LiveWorkers
-    from runtime.prometheus import MetricsServer
+    from runtime.engine.live_workers import LiveWorkers
+    from runtime.engine.prometheus import MetricsServer
 
 
 PANELS = (

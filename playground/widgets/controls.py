@@ -33,11 +33,11 @@ from textual.widgets import Button, Input, ProgressBar, Static
 from playground import session
 from playground.i18n import t
 from playground.widgets.param_form import ParamForm
-from runtime.launch import RunCancelled, RunFailed
-from runtime.pool import RankPool
-from runtime.program import Program
-from runtime.trace import Counter, Span
-from runtime.units import format_seconds
+from runtime.engine.launch import RunCancelled, RunFailed
+from runtime.engine.pool import RankPool
+from runtime.sim.program import Program
+from runtime.sim.trace import Counter, Span
+from runtime.sim.units import format_seconds
 from scenarios.base import Lesson
 from scenarios.params import Params
 

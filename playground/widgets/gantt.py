@@ -22,7 +22,7 @@ window, width, cursor, mode), so moving the cursor redraws only what changed.
 - Several series in one run (GPipe then 1F1B; ZeRO's stages; inference's modes):
   a divider where each next one starts, and their names on the time axis.
 
-Imports: textual and runtime.trace; never torch.
+Imports: textual and runtime.sim.trace; never torch.
 """
 
 from __future__ import annotations
@@ -46,10 +46,10 @@ from playground.widgets.gantt_draw import (
     row_strip,
     series_starts,
 )
-from runtime.trace import Mark, Span, Timeline
+from runtime.sim.trace import Mark, Span, Timeline
 
 MODES = ("both", "measured", "predicted")
-# Kinds that may run beside a rank's own work (runtime.program's non-blocking collectives).
+# Kinds that may run beside a rank's own work (runtime.sim.program's non-blocking collectives).
 OVERLAPPING = frozenset({"all_reduce", "reduce_scatter", "all_gather", "broadcast"})
 CACHE_SIZE = 1024
 PLAY_FPS = 20

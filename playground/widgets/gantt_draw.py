@@ -22,8 +22,8 @@ from rich.style import Style
 from textual.strip import Strip
 
 from playground.palette import KIND_COLORS, OTHER_COLOR
-from runtime.trace import Mark, Span
-from runtime.units import format_seconds
+from runtime.sim.trace import Mark, Span
+from runtime.sim.units import format_seconds
 
 LABEL_WIDTH = 7
 MODES = ("both", "measured", "predicted")

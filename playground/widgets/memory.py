@@ -19,7 +19,7 @@ from textual.widget import Widget
 
 from playground.memory_rows import MemoryRow
 from playground.palette import CATEGORY_COLORS, OTHER_COLOR
-from runtime.units import format_bytes
+from runtime.sim.units import format_bytes
 
 LABEL_WIDTH = 14
 FIGURE_WIDTH = 10

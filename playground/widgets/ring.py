@@ -7,7 +7,7 @@ neighbour) and `←cJ` (the one it receives from its left), and the title names
 the phase (reduce-scatter adds what arrives, all-gather only copies it) and
 the step within it.
 
-It reads the ring steps' Actions (runtime.collectives puts send_chunk and
+It reads the ring steps' Actions (runtime.engine.collectives puts send_chunk and
 recv_chunk in their args) and a Timeline; the cursor picks, on each rank, the
 step that started last before it.
 
@@ -26,8 +26,8 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from runtime.program import Action
-from runtime.trace import Span, Timeline
+from runtime.sim.program import Action
+from runtime.sim.trace import Span, Timeline
 
 PHASE_COLORS = {"reduce-scatter": "#F28E2B", "all-gather": "#59A14F"}
 RING = Style(color="#5A5A5A")

@@ -2,7 +2,7 @@
 
 A `playground/` widget of docs/design.md, drawn with the Line API (cached Strips,
 like playground.widgets.memory). The screen hands it what to show (attributes
-down): a run's runtime.live_workers.LiveWorkers while it streams its records
+down): a run's runtime.engine.live_workers.LiveWorkers while it streams its records
 (`show_live`), an Outcome when a run ends, a saved run is opened or a
 prediction is made (`show_outcome`: measured workers, else predicted ones). Each rank's row has two sparklines, its
 step time and its busy fraction per step (the last steps that fit), then its
@@ -25,8 +25,8 @@ from textual.widget import Widget
 from playground.i18n import t
 from playground.worker_figures import workers_of
 from playground.workers_text import RankRow, rank_rows, sparkline, straggler_sentence
-from runtime.live_workers import LiveWorkers
-from runtime.stragglers import WorkersReport
+from runtime.engine.live_workers import LiveWorkers
+from runtime.engine.stragglers import WorkersReport
 from scenarios.metrics import find
 
 if TYPE_CHECKING:

@@ -3,12 +3,12 @@ end bit for bit where an uninterrupted run ends; and how often to checkpoint.
 
 The `failure-resume` lesson, top to bottom: its params, its narrative (with
 every text a learner reads, in texts.toml), its Program, its metrics.
-Data-parallel MiniGPT (runtime.models) trains for `steps` steps on `ranks`
+Data-parallel MiniGPT (runtime.engine.models) trains for `steps` steps on `ranks`
 ranks; every `checkpoint_every` steps all ranks write a checkpoint together
-(runtime.checkpoint). `--fault` kills or hangs a real rank at a step, or in the
+(runtime.engine.checkpoint). `--fault` kills or hangs a real rank at a step, or in the
 middle of a checkpoint write, or corrupts the newest checkpoint; because the
 lesson has a `restart_policy`, the session runs it under the restart
-supervisor (runtime.supervise), which detects the failure through the
+supervisor (runtime.engine.supervise), which detects the failure through the
 launcher, tears every rank down and starts them again, possibly on
 `resume_ranks` ranks (`build_for` gives the Program of any world size), from
 the newest checkpoint whose manifest checks out. At the end the ranks train
@@ -29,7 +29,7 @@ The faults it honours and the metrics of a run with failures are in
 scenarios.failure_resume.recovery. Imports: runtime's pure part and the lesson
 contract (the UI imports this); numpy (the interval study) is imported inside
 `metrics` and `curves` only, and the restart types come from the pure
-runtime.restart: the app's first paint needs neither.
+runtime.engine.restart: the app's first paint needs neither.
 """
 
 from __future__ import annotations
@@ -39,12 +39,12 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from runtime import formulas
-from runtime.compute import TYPICAL_CPU
-from runtime.costmodel import CostModel
-from runtime.program import Action, Program
-from runtime.restart import RestartPolicy
-from runtime.trace import Timeline
+from runtime.engine.restart import RestartPolicy
+from runtime.sim import formulas
+from runtime.sim.compute import TYPICAL_CPU
+from runtime.sim.costmodel import CostModel
+from runtime.sim.program import Action, Program
+from runtime.sim.trace import Timeline
 from scenarios.base import Hooks, Lesson, RankResult, RunData
 from scenarios.failure_resume import lumped, recovery
 from scenarios.metrics import Curve, Metric
@@ -204,7 +204,7 @@ def _step(
 
 
 def estimate(params: ResumeParams, model: CostModel) -> CostModel:
-    """Before a run has measured them, from the compute rates (runtime.compute: calibrated
+    """Before a run has measured them, from the compute rates (runtime.sim.compute: calibrated
     on this machine, or a datasheet's): one leaf's forward and backward through the whole
     model, Adam over the parameters, and a checkpoint: its protocol's fixed cost (every
     rank's fsync'ed files, the commit, two barriers) and its bytes at the disk's

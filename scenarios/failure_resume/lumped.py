@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from runtime.costmodel import CostModel
-from runtime.simulate import simulate
-from runtime.trace import Span, Timeline
+from runtime.sim.costmodel import CostModel
+from runtime.sim.simulate import simulate
+from runtime.sim.trace import Span, Timeline
 from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """Rank side of lesson 3: data-parallel training that checkpoints, dies on cue, and resumes.
 
-Called inside each rank process by runtime.worker with a RankContext. Under the
-restart supervisor (runtime.supervise) `ctx.attempt` says which attempt this
+Called inside each rank process by runtime.engine.worker with a RankContext. Under the
+restart supervisor (runtime.engine.supervise) `ctx.attempt` says which attempt this
 is, where checkpoints live, which one to resume from, and the run's time
 origin, so that every attempt's spans share one clock. Under torchrun it is
 None: checkpoints then go to a directory named after the elastic run, and a
@@ -40,12 +40,12 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from runtime import checkpoint as ckpt
-from runtime.faults import Fault
-from runtime.files import make_private_dir, write_text_atomic
-from runtime.program import Action
-from runtime.rundirs import runs_root
-from runtime.worker import RankContext
+from runtime.engine import checkpoint as ckpt
+from runtime.engine.faults import Fault
+from runtime.engine.files import make_private_dir, write_text_atomic
+from runtime.engine.rundirs import runs_root
+from runtime.engine.worker import RankContext
+from runtime.sim.program import Action
 from scenarios.failure_resume.lesson import ResumeParams, ResumeResult
 from scenarios.failure_resume.trainer import Trainer
 

@@ -3,7 +3,7 @@
 Split out of scenarios.failure_resume.lesson (so it reads in one sitting): the
 `check_faults` hook (which `--fault` specs this lesson honours, against its
 steps and checkpoints) and the metrics of a real run: the restart
-supervisor's typed account (runtime.restart.RestartReport), the final state
+supervisor's typed account (runtime.engine.restart.RestartReport), the final state
 against the uninterrupted rerun (the ranks' ResumeResult), and the
 mean step period and the median checkpoint write read off a timeline (measured or predicted,
 lost work left out).
@@ -16,9 +16,9 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING
 
-from runtime.faults import Fault, refuse_overflow
-from runtime.restart import RestartReport, is_lost
-from runtime.trace import Timeline
+from runtime.engine.faults import Fault, refuse_overflow
+from runtime.engine.restart import RestartReport, is_lost
+from runtime.sim.trace import Timeline
 from scenarios.metrics import Metric
 from scenarios.params import ParamError
 

@@ -21,7 +21,7 @@ One training step (the Actions of scenarios.failure_resume.lesson.build_for):
 (docs/references.md, "Fault tolerance"): parameters, Adam's moments and step, the LR
 schedule's position, the RNG states (python, numpy, torch) and the data
 position (epoch, batches consumed, the shuffled order), through
-runtime.checkpoint (safetensors and JSON, never pickle). A checkpoint loads on
+runtime.engine.checkpoint (safetensors and JSON, never pickle). A checkpoint loads on
 any number of ranks: ZeRO-1's shards are re-cut.
 
 Engine part: imports torch (rank processes only; the UI never imports this).
@@ -40,9 +40,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from runtime import checkpoint as ckpt
-from runtime.formulas import even_split
-from runtime.models import GPTConfig, MiniGPT, markov_tokens
+from runtime.engine import checkpoint as ckpt
+from runtime.engine.models import GPTConfig, MiniGPT, markov_tokens
+from runtime.sim.formulas import even_split
 from scenarios.failure_resume.lesson import ResumeParams
 
 BETA1, BETA2, EPS = 0.9, 0.95, 1e-8

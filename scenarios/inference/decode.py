@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from runtime.models import MiniGPT
+from runtime.engine.models import MiniGPT
 
 
 @dataclass(frozen=True)

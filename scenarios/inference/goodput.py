@@ -28,10 +28,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from runtime.costmodel import CostModel
-from runtime.program import Program
-from runtime.replay import replay_compute
-from runtime.simulate import simulate
+from runtime.fit.replay import replay_compute
+from runtime.sim.costmodel import CostModel
+from runtime.sim.program import Program
+from runtime.sim.simulate import simulate
 from scenarios.base import RunData
 from scenarios.inference import predict as predicting
 from scenarios.inference.program import SeriesIndex
@@ -66,7 +66,7 @@ def predicted_goodput(
 
 def run_model(params: InferenceParams, model: CostModel, run: RunData, layout: Layout):
     """The model the prediction beside a finished run was simulated with (the session
-    replays the refined model on the run's spans: runtime.replay); after a restart the
+    replays the refined model on the run's spans: runtime.fit.replay); after a restart the
     spans are no measure of the costs, and the refined model stands."""
     if run.restarts is not None and run.restarts.failures:
         return model

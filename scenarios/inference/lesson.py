@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from runtime.costmodel import CostModel
-from runtime.program import Program
-from runtime.trace import Timeline
+from runtime.sim.costmodel import CostModel
+from runtime.sim.program import Program
+from runtime.sim.trace import Timeline
 from scenarios.base import Hooks, Lesson, RankResult, RunData
 from scenarios.inference import predict as predicting
 from scenarios.inference import report, rules

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from runtime import formulas
+from runtime.sim import formulas
 from scenarios.inference.blocks import BlockManager, blocks_for
 from scenarios.inference.router import Router
 from scenarios.inference.scheduler import Engine, Iteration, Timing, serve, serve_pipeline
@@ -67,7 +67,7 @@ class Serving:
 
 def stage_layers(layers: int, stages: int) -> list[range]:
     """Contiguous layers per stage, earlier stages taking the extra ones (the last one
-    also carries the head): runtime.models.stage_layers' cut, without torch."""
+    also carries the head): runtime.engine.models.stage_layers' cut, without torch."""
     out, start = [], 0
     for count in formulas.even_split(layers, stages):
         out.append(range(start, start + count))

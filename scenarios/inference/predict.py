@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from runtime.costmodel import CostModel
-from runtime.trace import Span, Timeline
+from runtime.sim.costmodel import CostModel
+from runtime.sim.trace import Span, Timeline
 from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
 from scenarios.inference.disagg import disaggregated
 from scenarios.inference.latency import Served, served

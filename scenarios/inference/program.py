@@ -14,7 +14,7 @@ ranks (scenarios.inference.rank) and the simulator run the same steps:
   then the head's compute over each sequence's last position and an
   all-gather of the vocab-parallel logits: 2·layers all-reduces and one
   all-gather per iteration (Megatron-LM's TP, decoding), both the project's
-  hand-made rings (runtime.comm), timed and refined like every ring;
+  hand-made rings (runtime.engine.comm), timed and refined like every ring;
 - pp: a stage receives the activations, computes its layers, sends them on;
   the last stage samples and sends the tokens that feed back to the first
   stage (one channel per virtual engine). The ranks post the sends with isend,
@@ -24,7 +24,7 @@ ranks (scenarios.inference.rank) and the simulator run the same steps:
 
 Compute actions cost `prefill` or `decode` seconds scaled by `work`, the part's
 seconds on the planning clock: a run refines the two scales from what it
-measured (runtime.refine.refine), i.e. it calibrates the step model.
+measured (runtime.fit.refine.refine), i.e. it calibrates the step model.
 
 Pure: stdlib and the lesson's pure modules.
 """
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from runtime.program import Action, Program, barriers
+from runtime.sim.program import Action, Program, barriers
 from scenarios.inference.plan import Clock, Plan
 from scenarios.inference.scheduler import Iteration
 from scenarios.inference.stepmodel import TOKEN_BYTES, Shape, part_seconds

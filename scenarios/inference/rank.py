@@ -1,6 +1,6 @@
 """Rank side of lesson 7: serve the planned trace for real, token by token.
 
-Called inside each rank process by runtime.worker with a RankContext of
+Called inside each rank process by runtime.engine.worker with a RankContext of
 InferenceParams and this rank's Actions, grouped by their `series` (the mode).
 For each mode:
 
@@ -33,10 +33,10 @@ from itertools import groupby
 import torch
 import torch.distributed as dist
 
-from runtime.comm import Comm, Spent, ring_all_gather, ring_all_reduce
-from runtime.models import GPTConfig, MiniGPT
-from runtime.program import Action
-from runtime.worker import RankContext
+from runtime.engine.comm import Comm, Spent, ring_all_gather, ring_all_reduce
+from runtime.engine.models import GPTConfig, MiniGPT
+from runtime.engine.worker import RankContext
+from runtime.sim.program import Action
 from scenarios.inference.decode import Chunk, Shard, greedy_reference
 from scenarios.inference.lesson import InferenceParams, InferenceResult, SeriesRun, layout
 from scenarios.inference.plan import stage_layers
@@ -81,7 +81,7 @@ class Server:
         self.local_logits: torch.Tensor | None = None
         self.comm = Comm()  # the hand-made rings of TP, counting their bytes
         self.sends: list[tuple[dist.Work, torch.Tensor]] = []
-        self.spent = Spent()  # every wait on a p2p request (runtime.comm)
+        self.spent = Spent()  # every wait on a p2p request (runtime.engine.comm)
         self.origin = 0.0
         # Per kind: [CPU seconds, planned seconds], summed over this rank's actions.
         self.cpu: dict[str, list[float]] = {"prefill": [0.0, 0.0], "decode": [0.0, 0.0]}

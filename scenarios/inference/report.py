@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING
 
-from runtime.trace import Timeline
+from runtime.sim.trace import Timeline
 from scenarios.inference.blocks import blocks_for
 from scenarios.inference.latency import Served, occupancy, served
 from scenarios.inference.plan import Plan

@@ -28,7 +28,7 @@ tokens is compute-bound. The KV read grows with every sequence's context.
 - Under TP each rank holds heads/t query heads and max(1, kv_heads/t) KV heads
   (beyond t = kv_heads the KV heads are replicated, as vLLM does); the layer
   then all-reduces T·h activations twice and the head all-gathers O·V logits.
-- Memory bandwidth: runtime.compute's rates state Adam as 28 bytes per element
+- Memory bandwidth: runtime.sim.compute's rates state Adam as 28 bytes per element
   streamed through memory (`gpu()`), so bandwidth = 28 / adam_s_per_element:
   the datasheet's HBM figure on a GPU profile, about 9 GB/s on a typical CPU
   core.
@@ -42,13 +42,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
-from runtime import formulas
-from runtime.compute import TYPICAL_CPU, ComputeRates
-from runtime.costmodel import CostModel
-from runtime.profiles import PROFILES
+from runtime.sim import formulas
+from runtime.sim.compute import TYPICAL_CPU, ComputeRates
+from runtime.sim.costmodel import CostModel
+from runtime.sim.profiles import PROFILES
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-ADAM_BYTES_PER_ELEMENT = 28  # runtime.compute.gpu: what Adam streams per parameter
+ADAM_BYTES_PER_ELEMENT = 28  # runtime.sim.compute.gpu: what Adam streams per parameter
 TOKEN_BYTES = 8  # a sampled token id (int64) sent back to the first stage
 # Eager operators per part of a layer, and per sequence in attention, as the rank code
 # (scenarios.inference.decode) dispatches them (counted in tests/test_inference_ops.py):
@@ -191,7 +191,7 @@ class Device:
 
 # What a real run's schedule is planned with (the Program must follow from the params
 # alone: every rank and torchrun build the same one): a typical CPU core's rates and
-# loopback links (runtime.profiles' cpu-default), the course machine's two cores.
+# loopback links (runtime.sim.profiles' cpu-default), the course machine's two cores.
 PLANNING_CORES = 2
 
 

@@ -3,12 +3,12 @@
 Part of lesson 7's rank side (torch; rank processes only). A freshly
 initialised model's greedy answers are noise, and its logits so flat that two
 candidates can tie to the last bits; a few hundred steps of AdamW on the data
-every training lesson uses (runtime.models.batch: a seeded Markov chain) give
+every training lesson uses (runtime.engine.models.batch: a seeded Markov chain) give
 it peaked, meaningful next-token choices. Rank 0 trains at first use and saves
-the weights under the playground's cache directory (runtime.calibration
+the weights under the playground's cache directory (runtime.fit.calibration
 .cache_dir), named by the model's shape and the recipe; every rank then loads
 the same file, so every rank serves the very same weights. The file is
-safetensors, as every checkpoint here (runtime.checkpoint): a cache file is
+safetensors, as every checkpoint here (runtime.engine.checkpoint): a cache file is
 read back, never unpickled, and a file that does not hold exactly this model's
 tensors and shapes is refused by load_state_dict.
 """
@@ -22,8 +22,8 @@ import torch
 import torch.distributed as dist
 from safetensors.torch import load_file, save_file
 
-from runtime.calibration import cache_dir
-from runtime.models import GPTConfig, MiniGPT, batch
+from runtime.engine.models import GPTConfig, MiniGPT, batch
+from runtime.fit.calibration import cache_dir
 
 STEPS = 200
 BATCH = 16

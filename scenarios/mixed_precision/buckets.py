@@ -5,7 +5,7 @@ the prediction and the hand-written DDP on the ranks (scenarios.mixed_precision
 .ddp) use one and the same assignment, and a test holds it against torch's.
 
 - `gpt_params(shape)`: the MiniGPT's parameters in construction order
-  (runtime.models), with the part of backward that produces each gradient:
+  (runtime.engine.models), with the part of backward that produces each gradient:
   the head first, then the blocks from the last to the first, the embedding last.
 - `ready_order(params)`: the order autograd finishes their gradients in
   (observed on torch 2.13 and checked by the tests): the head's projection, then

@@ -4,7 +4,7 @@ hidden under backward.
 The `mixed-precision` lesson, top to bottom: its params, its narrative (every
 text a learner reads is in texts.toml), its Program, its compute estimate; the
 metrics are in scenarios.mixed_precision.report, the prediction at scale in
-.sweep. The same data-parallel MiniGPT (runtime.models) trains `steps` Adam
+.sweep. The same data-parallel MiniGPT (runtime.engine.models) trains `steps` Adam
 steps once per series, one series after the other on the same ranks, from the
 same weights on the same batches:
 
@@ -34,9 +34,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from runtime.compute import TYPICAL_CPU, ComputeRates
-from runtime.costmodel import CostModel
-from runtime.faults import Fault
+from runtime.engine.faults import Fault
+from runtime.sim.compute import TYPICAL_CPU, ComputeRates
+from runtime.sim.costmodel import CostModel
 from scenarios.base import OPTIMIZER_MODULES, Hooks, Lesson
 from scenarios.mixed_precision import report, sweep, timing
 from scenarios.mixed_precision.plan import IMPLEMENTATIONS, PRECISIONS, build, variants
@@ -128,7 +128,7 @@ TEXTS = load_texts(__package__)  # scenarios/mixed_precision/texts.toml
 
 
 def estimate(params: MixedParams, model: CostModel) -> CostModel:
-    """Compute costs before a run has timed them, from the compute rates (runtime.compute:
+    """Compute costs before a run has timed them, from the compute rates (runtime.sim.compute:
     calibrated here, or a datasheet's): the MiniGPT's parts (scenarios.shape), at the
     precision's speed; Adam per parameter, unscaling a third of that."""
     rates = model.rates or TYPICAL_CPU

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from runtime.program import Action, Program, barriers
+from runtime.sim.program import Action, Program, barriers
 from scenarios.mixed_precision import buckets
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def step_actions(
         # torch's own all-reduce (gloo's, NCCL's), by hand and by torch's DDP alike: the
         # ring formula, its latency the one the run's buckets paid while backward ran
         # (RankResult.p2p, scenarios.mixed_precision.rank), then each series' buckets
-        # scaled as they ran once they could start (runtime.refine: not launch to end,
+        # scaled as they ran once they could start (runtime.fit.refine: not launch to end,
         # the queue behind earlier buckets, which the simulator adds itself)
         out += [
             act(

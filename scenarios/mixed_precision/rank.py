@@ -1,6 +1,6 @@
 """Rank side of lesson 6: each precision trained by hand and by torch, buckets timed in backward.
 
-Called inside each rank process by runtime.worker with a RankContext:
+Called inside each rank process by runtime.engine.worker with a RankContext:
 
 1. Before the clock: a throwaway trainer and one fp32 forward and backward of a
    fresh MiniGPT on this rank's first microbatch (what a process pays the first
@@ -36,9 +36,9 @@ from itertools import groupby
 import torch
 import torch.distributed as dist
 
-from runtime.models import GPTConfig, MiniGPT, batch
-from runtime.program import Action
-from runtime.worker import RankContext
+from runtime.engine.models import GPTConfig, MiniGPT, batch
+from runtime.engine.worker import RankContext
+from runtime.sim.program import Action
 from scenarios.mixed_precision import buckets
 from scenarios.mixed_precision.lesson import MixedParams
 from scenarios.mixed_precision.plan import Variant, variants
@@ -94,7 +94,7 @@ class StepRunner:
     def messages(self, buckets: list[tuple[Action, float]], step: int) -> None:
         """A step's bucket all-reduces as rings of 2(n−1) messages of bytes/n each: one
         sample, the average message (the slow last buckets count, as the step pays them);
-        runtime.refine.refine makes the latency of the samples' median."""
+        runtime.fit.refine.refine makes the latency of the samples' median."""
         n, count = self.ctx.world_size, 2 * (self.ctx.world_size - 1) * len(buckets)
         if buckets and (step >= FIRST_STEADY or self.ctx.params.steps == 1):
             nbytes = sum(int(a.bytes or 0) for a, _ in buckets) // n

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from runtime.trace import Mark, Timeline
+from runtime.sim.trace import Mark, Timeline
 from scenarios.base import RunData
 from scenarios.metrics import Metric
 from scenarios.mixed_precision import buckets, formats, timing

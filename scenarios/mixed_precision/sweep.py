@@ -3,7 +3,7 @@
 Every data-parallel rank runs the same step (the same actions, costs and
 group), so one rank stands for all of them (docs/design.md: predict is cheap at any
 scale). `one_step` walks rank 0's Actions of a step (scenarios.mixed_precision
-.plan) with the simulator's rules for overlap (runtime.simulate): compute one
+.plan) with the simulator's rules for overlap (runtime.sim.simulate): compute one
 after the other; each bucket's all-reduce starts at its launch or when the
 previous one ends, whichever is later (one communication stream); the wait
 ends with the last of them. From it:
@@ -23,10 +23,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from runtime.costmodel import CostModel
-from runtime.program import Action
-from runtime.simulate import span_for
-from runtime.trace import Span, Timeline
+from runtime.sim.costmodel import CostModel
+from runtime.sim.program import Action
+from runtime.sim.simulate import span_for
+from runtime.sim.trace import Span, Timeline
 from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped, RunData
 from scenarios.metrics import Curve, Metric
 from scenarios.mixed_precision import buckets

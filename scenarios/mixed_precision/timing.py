@@ -1,7 +1,7 @@
 """Reading a step's overlap off a timeline, measured or predicted alike.
 
 Lesson 6's measure of DDP's point: how much of the bucket all-reduces ran
-while backward was still computing. Pure functions of Spans (runtime.trace),
+while backward was still computing. Pure functions of Spans (runtime.sim.trace),
 so the same numbers come from the ranks' spans and from the simulator's:
 
 - `step_s`: a steady step's wall time, the period between steps' ends: from
@@ -29,7 +29,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-from runtime.trace import Span, Timeline, mean_step_period
+from runtime.sim.trace import Span, Timeline, mean_step_period
 
 COMM = "all_reduce"
 BACKWARD = "B"

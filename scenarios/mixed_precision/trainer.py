@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from runtime.models import GPTConfig, MiniGPT
+from runtime.engine.models import GPTConfig, MiniGPT
 from scenarios.mixed_precision.ddp import Clock, HandDDP, TorchDDP
 from scenarios.mixed_precision.plan import Variant
 from scenarios.mixed_precision.results import Memory

@@ -36,10 +36,15 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from runtime.comm import Spent
-from runtime.models import Stage
-from runtime.program import Action
-from runtime.split_backward import Linears, input_gradients, recording_linears, weight_gradients
+from runtime.engine.comm import Spent
+from runtime.engine.models import Stage
+from runtime.engine.split_backward import (
+    Linears,
+    input_gradients,
+    recording_linears,
+    weight_gradients,
+)
+from runtime.sim.program import Action
 
 Key = tuple[int, int]  # (stage, microbatch)
 
@@ -85,7 +90,7 @@ class PipelineExecutor:
         self.held: dict[Key, Held] = {}
         self.outgoing: dict[tuple[str, int, int], torch.Tensor] = {}
         self.sends: list[dist.Work] = []
-        self.spent = Spent()  # every wait on a p2p request (runtime.comm)
+        self.spent = Spent()  # every wait on a p2p request (runtime.engine.comm)
         self.posted: dict[str, tuple[dist.Work, torch.Tensor]] = {}
         self.bytes_sent = 0
         self.peak_inflight = 0
@@ -200,7 +205,7 @@ class PipelineExecutor:
             if held.inputs is not None:
                 self.outgoing[("gradient", *key)] = held.inputs.grad
             return
-        # Input gradient only (runtime.split_backward): autograd skips the weight-gradient
+        # Input gradient only (runtime.engine.split_backward): autograd skips the weight-gradient
         # matmuls; only each Linear's input x and output gradient g remain for W.
         grad_in, held.output_grads = input_gradients(
             stage, held.output, grad_out, held.inputs, held.linears

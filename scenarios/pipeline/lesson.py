@@ -2,13 +2,13 @@
 
 The `pipeline` lesson, top to bottom: its params, its narrative (with every
 text a learner reads, in texts.toml), its Program, its metrics. MiniGPT
-(runtime.models) is cut into p·v contiguous stages; each schedule of the
+(runtime.engine.models) is cut into p·v contiguous stages; each schedule of the
 `schedule` list (scenarios.pipeline.schedules) runs one training step of m
 microbatches on the real ranks, one schedule after the other, each after a
 barrier, every Action tagged with its schedule as `series`. The rank side
 (scenarios.pipeline.rank) first times every stage's F, B, Bi and W in CPU
 seconds and ping-pongs an activation between neighbours; the prediction is
-refined with those (runtime.refine.refine) and re-simulates the Program,
+refined with those (runtime.fit.refine.refine) and re-simulates the Program,
 sharing the CPU cores among the ranks computing at each instant, which is
 what a pipeline's idle ranks need.
 
@@ -25,11 +25,11 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from runtime import formulas
-from runtime.compute import TYPICAL_CPU
-from runtime.costmodel import SEND_ISSUE, CostModel
-from runtime.program import Action, Program
-from runtime.trace import Span, Timeline, makespan
+from runtime.sim import formulas
+from runtime.sim.compute import TYPICAL_CPU
+from runtime.sim.costmodel import SEND_ISSUE, CostModel
+from runtime.sim.program import Action, Program
+from runtime.sim.trace import Span, Timeline, makespan
 from scenarios.base import GRADIENT_MODULES, Hooks, Lesson, RankResult, RunData
 from scenarios.metrics import Metric
 from scenarios.params import Mode, ParamError, Params, choices, integer
@@ -151,7 +151,7 @@ def build(params: PipelineParams) -> Program:
 
 def estimate(params: PipelineParams, model: CostModel) -> CostModel:
     """Stage costs before a run has measured them: the profile's own when it has them
-    (unit: F = 1, B = 2 per full stage), else from the compute rates (runtime.compute:
+    (unit: F = 1, B = 2 per full stage), else from the compute rates (runtime.sim.compute:
     calibrated on this machine, or a datasheet's): the stage's blocks, with the
     embedding on the first and the head on the last; the split backward's Bi and W as the
     rates' fractions of B (half each in theory; calibrated: on a CPU Bi is nearly B)."""

@@ -3,7 +3,7 @@
 The lesson's `lump` hook (scenarios.base.Lumped). Pipeline ranks differ (each
 holds its own stages and waits on its neighbours), so nothing is lumped away:
 every action is simulated, by the simulator's own event loop
-(runtime.eventloop). What is saved is building them: a slot's Actions (the
+(runtime.sim.eventloop). What is saved is building them: a slot's Actions (the
 receive, the compute, the send) differ from one microbatch to the next only in
 their ids, so each rank's (kind, chunk) slot is built and compiled once
 (scenarios.pipeline.schedules.slot_actions) and its ops repeated along the
@@ -23,11 +23,11 @@ from itertools import accumulate
 from operator import itemgetter, sub
 from typing import TYPE_CHECKING
 
-from runtime.costmodel import CostModel
-from runtime.eventloop import COMPUTE, SEND, Op, Run, gc_paused, run_ops
-from runtime.program import Action, barriers
-from runtime.simulate import BLOCKING, Compiler, span_for
-from runtime.trace import Span, Timeline
+from runtime.sim.costmodel import CostModel
+from runtime.sim.eventloop import COMPUTE, SEND, Op, Run, gc_paused, run_ops
+from runtime.sim.program import Action, barriers
+from runtime.sim.simulate import BLOCKING, Compiler, span_for
+from runtime.sim.trace import Span, Timeline
 from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
 from scenarios.metrics import Metric
 from scenarios.pipeline.orders import ORDERS, Slot

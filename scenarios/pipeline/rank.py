@@ -1,6 +1,6 @@
 """Rank side of lesson 5: time the stages, run each schedule for real, check gradients.
 
-Called inside each rank process by runtime.worker with a RankContext of
+Called inside each rank process by runtime.engine.worker with a RankContext of
 PipelineParams and this rank's Actions (grouped by their `series`, the schedule):
 
 1. Build MiniGPT from its seed (the same weights on every rank) and the
@@ -34,9 +34,9 @@ from itertools import groupby
 import torch
 import torch.distributed as dist
 
-from runtime.models import GPTConfig, MiniGPT, batch, split_stages
-from runtime.program import Action
-from runtime.worker import RankContext
+from runtime.engine.models import GPTConfig, MiniGPT, batch, split_stages
+from runtime.engine.worker import RankContext
+from runtime.sim.program import Action
 from scenarios.pipeline.executor import PipelineExecutor
 from scenarios.pipeline.lesson import (
     PipelineParams,
@@ -51,7 +51,7 @@ from scenarios.pipeline.schedules import cost_key
 def reference_grads(cfg: GPTConfig, count: int, threads: int) -> torch.Tensor:
     """The whole model's gradients on the whole batch of `count` sequences in one process
     on `threads` threads, flat in named_parameters order. Deterministic, so it is kept
-    for a warm rank's next job (runtime.pool) with the same model, batch and threads:
+    for a warm rank's next job (runtime.engine.pool) with the same model, batch and threads:
     the very same bits."""
     inputs, targets = batch(cfg, count)
     model = MiniGPT(cfg)
@@ -203,7 +203,7 @@ def prepare(
 
 
 def _cost_kind(action: Action, virtual: int) -> str | None:
-    """The stage-cost key an Action is timed under (runtime.costmodel): F, B, or a
+    """The stage-cost key an Action is timed under (runtime.sim.costmodel): F, B, or a
     split backward's Bi and W; None for what is not a stage's compute."""
     if action.kind == "F":
         kind = "F"

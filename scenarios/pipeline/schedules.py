@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.program import Action, Program, barriers
+from runtime.sim.program import Action, Program, barriers
 from scenarios.params import ParamError
 from scenarios.pipeline.orders import ORDERS, Slot, phase_of
 

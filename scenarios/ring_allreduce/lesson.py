@@ -5,7 +5,7 @@ Program, its metrics. Each timed iteration starts with a barrier (so all ranks
 start together) and then runs the chosen algorithm on a buffer of `size` bytes
 per rank:
 
-- ring: the hand-made ring reduce-scatter + all-gather (runtime.collectives),
+- ring: the hand-made ring reduce-scatter + all-gather (runtime.engine.collectives),
   one sendrecv Span per step with its bytes, peer and chunk;
 - tree: binomial-tree reduce to rank 0, then binomial-tree broadcast;
 - builtin: torch.distributed.all_reduce, one Span per rank.
@@ -25,10 +25,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, replace
 
-from runtime import collectives, formulas
-from runtime.faults import Fault, require_timed
-from runtime.program import Action, Program, barriers
-from runtime.trace import Timeline
+from runtime.engine import collectives
+from runtime.engine.faults import Fault, require_timed
+from runtime.sim import formulas
+from runtime.sim.program import Action, Program, barriers
+from runtime.sim.trace import Timeline
 from scenarios.base import Hooks, Lesson, RankResult, RunData
 from scenarios.metrics import Metric
 from scenarios.params import Mode, ParamError, Params, choice, integer, size
@@ -233,11 +234,11 @@ RANK_ENTRY = (
 
 
 # At thousands of ranks and many iterations `predict` lumps (scenarios.ring_allreduce.lumped).
-# After a run its steps are costed one by one (runtime.refine_collectives) and the
+# After a run its steps are costed one by one (runtime.fit.refine_collectives) and the
 # executor's Python between two of them is added (about 20-50 us a step here).
 def check_faults(params: RingParams, faults: list[Fault]) -> None:
     """Timed faults, and a slow rank where it has something to slow: its own reductions
-    (each ring or tree step's add, runtime.worker). Inside torch's all_reduce (builtin,
+    (each ring or tree step's add, runtime.engine.worker). Inside torch's all_reduce (builtin,
     or any algorithm costed as one action) the reduction is gloo's, which no rank code
     can slow, so the fault would have no effect: refused, not silently ignored."""
     require_timed(faults)

@@ -6,7 +6,7 @@ with every rank in step and takes the same time: iteration 1 is simulated and
 iterations 2..R are the same, shifted (one bar per rank stands for them). When
 the Program costs each rank's all-reduce by its formula (above
 STEPWISE_MAX_RANKS ranks, or `builtin`), the ranks are also all alike, so rank 0
-stands for every one of them (runtime.simulate.simulate_lockstep). The metrics
+stands for every one of them (runtime.sim.simulate.simulate_lockstep). The metrics
 read the same numbers off this timeline as off the full one; the lesson's tests
 check that they agree where both run.
 
@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from runtime import formulas
-from runtime.costmodel import CostModel
-from runtime.simulate import simulate, simulate_lockstep
-from runtime.trace import Span, Timeline
+from runtime.sim import formulas
+from runtime.sim.costmodel import CostModel
+from runtime.sim.simulate import simulate, simulate_lockstep
+from runtime.sim.trace import Span, Timeline
 from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
 
 if TYPE_CHECKING:

@@ -1,8 +1,8 @@
 """Rank side of lesson 1: run the ring (or tree, or built-in) all-reduce for real.
 
-Called inside each rank process by runtime.worker with a RankContext. It runs
+Called inside each rank process by runtime.engine.worker with a RankContext. It runs
 this rank's Actions of the `ring-allreduce` Program (scenarios.ring_allreduce
-.lesson) on a real buffer with runtime.comm, one Span per Action; in every
+.lesson) on a real buffer with runtime.engine.comm, one Span per Action; in every
 iteration it also runs the Program's reference actions (torch's own all_reduce
 on the same data, after a barrier), so the two are timed side by side; and it
 checks the hand-made result against torch's.
@@ -17,9 +17,9 @@ from itertools import groupby
 import torch
 import torch.distributed as dist
 
-from runtime.comm import Comm
-from runtime.program import Action
-from runtime.worker import RankContext
+from runtime.engine.comm import Comm
+from runtime.engine.worker import RankContext
+from runtime.sim.program import Action
 from scenarios.ring_allreduce.lesson import REFERENCE, RingParams, RingResult
 
 DTYPES = {

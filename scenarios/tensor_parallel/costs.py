@@ -5,14 +5,14 @@ compute Actions from the CostModel's table). The hand-written step is cut into
 segments between collectives (scenarios.tensor_parallel.program): a rank's
 share of the attention (its heads), of the MLP (its columns), of the head (its
 vocabulary slice), the LayerNorms (a sequence shard under SP) and the loss's
-small reductions. Each is estimated from the compute rates (runtime.compute,
+small reductions. Each is estimated from the compute rates (runtime.sim.compute,
 calibrated here or a GPU profile's datasheet): a block's forward and backward
 split between attention (8h² + 4sh FLOPs per token of its 24h² + 4sh) and MLP
 (16h²), its FLOPs and elements divided by t (each rank still launches every
 operator); after a run the measured CPU seconds replace them
-(runtime.refine.refine). torch's series is one forward and one backward:
+(runtime.fit.refine.refine). torch's series is one forward and one backward:
 the sum of the same segments, plus DTensor's dispatch for each module its plan
-parallelizes (runtime.compute.ComputeRates.parallel_seconds, calibrated).
+parallelizes (runtime.sim.compute.ComputeRates.parallel_seconds, calibrated).
 
 Pure: stdlib only.
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from runtime.compute import ComputeRates
+from runtime.sim.compute import ComputeRates
 
 FB = tuple[float, float]
 

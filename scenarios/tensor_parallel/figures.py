@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from runtime.program import COLLECTIVE_KINDS
-from runtime.trace import Span, Timeline, makespan
+from runtime.sim.program import COLLECTIVE_KINDS
+from runtime.sim.trace import Span, Timeline, makespan
 from scenarios.base import RunData
 from scenarios.metrics import Metric, relative_error
 from scenarios.tensor_parallel import memory

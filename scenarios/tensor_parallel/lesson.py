@@ -2,7 +2,7 @@
 
 The `tensor-parallel` lesson, top to bottom: its params, its narrative (every
 text a learner reads is in texts.toml), its Program, its metrics
-(scenarios.tensor_parallel.figures). The MiniGPT (runtime.models), its token
+(scenarios.tensor_parallel.figures). The MiniGPT (runtime.engine.models), its token
 embedding tied to its head, is split Megatron-style across `tp` ranks: by hand
 (scenarios.tensor_parallel.model: f and g as autograd functions, column- and
 row-parallel linears, attention by heads, vocab-parallel embedding and loss,
@@ -24,9 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
-from runtime.compute import TYPICAL_CPU
-from runtime.costmodel import CostModel
-from runtime.program import Action, Program
+from runtime.sim.compute import TYPICAL_CPU
+from runtime.sim.costmodel import CostModel
+from runtime.sim.program import Action, Program
 from scenarios.base import Hooks, Lesson, RankResult
 from scenarios.params import Mode, ParamError, Params, choice, choices, integer
 from scenarios.shape import FP32, GPTShape

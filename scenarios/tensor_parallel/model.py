@@ -1,7 +1,7 @@
 """The MiniGPT split Megatron-style across the ranks of one tensor-parallel group, by hand.
 
 Lesson 4's model (docs/design.md: a lesson's own mechanism). Built from the very
-MiniGPT every rank constructs from its seed (runtime.models), with the token
+MiniGPT every rank constructs from its seed (runtime.engine.models), with the token
 embedding tied to the head as GPT-2 and Megatron do: each rank copies out its
 shard, and remembers where each shard came from, so its gradients can be
 compared with one process's, slice by slice.
@@ -36,7 +36,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from runtime.models import Block, MiniGPT
+from runtime.engine.models import Block, MiniGPT
 from scenarios.tensor_parallel.layers import (
     Site,
     Tracer,

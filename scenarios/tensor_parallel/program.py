@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.program import Action, Program, barriers
+from runtime.sim.program import Action, Program, barriers
 
 FORWARD, BACKWARD = "forward", "backward"
 AR, AG, RS = "all_reduce", "all_gather", "reduce_scatter"

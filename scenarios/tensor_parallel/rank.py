@@ -1,6 +1,6 @@
 """Rank side of lesson 4: the TP step by hand and by torch, timed, checked against one process.
 
-Called inside each rank process by runtime.worker with a RankContext of TPParams
+Called inside each rank process by runtime.engine.worker with a RankContext of TPParams
 and this rank's Actions (grouped by `series`: "hand", "torch"):
 
 1. The tied MiniGPT from its seed (the same weights on every rank), the batch,
@@ -35,9 +35,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from runtime.models import GPTConfig, MiniGPT, batch
-from runtime.program import Action
-from runtime.worker import RankContext
+from runtime.engine.models import GPTConfig, MiniGPT, batch
+from runtime.engine.worker import RankContext
+from runtime.sim.program import Action
 from scenarios.tensor_parallel import torch_tp
 from scenarios.tensor_parallel.layers import Event, Tracer
 from scenarios.tensor_parallel.lesson import SeriesRun, TPParams, TPResult

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from runtime.models import MiniGPT
+from runtime.engine.models import MiniGPT
 from scenarios.tensor_parallel.model import qkv_rows
 
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from runtime.models import MiniGPT
-from runtime.program import Action
+from runtime.engine.models import MiniGPT
+from runtime.sim.program import Action
 from scenarios.zero.executors import ZeroExecutor
 from scenarios.zero.fsdp2 import Fsdp2Executor
 from scenarios.zero.measure import Sampler, Tracker

@@ -1,9 +1,9 @@
 """What one training step of a 3D layout costs on a GPU profile, part by part.
 
 The planner's cost model (scenarios.why_distribute.planner), built from the
-project's: compute from the profile's compute rates (runtime.compute: matmuls
+project's: compute from the profile's compute rates (runtime.sim.compute: matmuls
 at the achieved FLOP/s, a kernel launch overhead per layer), collectives from
-runtime.costmodel's α-β formulas over the links the group crosses (NVLink
+runtime.sim.costmodel's α-β formulas over the links the group crosses (NVLink
 inside a node, InfiniBand or Ethernet across). Ranks are placed TP innermost
 (consecutive ranks), then PP, then DP outermost: global rank = d·(t·p) + s·t + j
 for DP index d, stage s, TP index j. Which degrees win is left to the numbers.
@@ -32,10 +32,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from runtime import formulas
-from runtime.compute import ComputeRates
-from runtime.costmodel import CostModel
-from runtime.program import Action
+from runtime.sim import formulas
+from runtime.sim.compute import ComputeRates
+from runtime.sim.costmodel import CostModel
+from runtime.sim.program import Action
 from scenarios.shape import GPTShape
 from scenarios.why_distribute.footprint import Layout, element_bytes
 from scenarios.why_distribute.gpus import Gpu

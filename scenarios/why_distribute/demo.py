@@ -29,10 +29,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from runtime.compute import TYPICAL_CPU
-from runtime.costmodel import CostModel
-from runtime.program import Action, Program, barriers, past_warmup
-from runtime.trace import Timeline, makespan, mean_step_period
+from runtime.sim.compute import TYPICAL_CPU
+from runtime.sim.costmodel import CostModel
+from runtime.sim.program import Action, Program, barriers, past_warmup
+from runtime.sim.trace import Timeline, makespan, mean_step_period
 from scenarios.base import RunData
 from scenarios.metrics import CATEGORIES, Metric, find
 from scenarios.shape import FP32, GPTShape
@@ -144,7 +144,7 @@ def _bucket_all_reduce(s: Series, t: int, rank: int, nbytes: int, group: tuple) 
         step=t,
         phase=s.phase,
         # Its span times nothing (the work is inside B): after a run it costs nothing
-        # of its own, B's span has it (runtime.refine_collectives).
+        # of its own, B's span has it (runtime.fit.refine_collectives).
         args=(("untimed", True),),
     )
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from runtime import formulas
+from runtime.sim import formulas
 from scenarios.shape import GPTShape
 from scenarios.texts import LANGUAGES
 from scenarios.why_distribute.footprint import (

@@ -2,7 +2,7 @@
 
 Lesson 0's arithmetic, from docs/references.md ("Why distribute", "Data
 parallel and ZeRO", "Tensor parallel", "Distributed inference"), each formula
-taken from runtime.formulas:
+taken from runtime.sim.formulas:
 
 - the model's shape for Ψ parameters, when only Ψ is given (`shape_for`);
 - bytes per GPU by category: params, grads and optimizer states (the ZeRO paper's
@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from runtime import formulas
+from runtime.sim import formulas
 from scenarios.shape import GPTShape
 
 # Below this many parameters a derived shape keeps the MiniGPT's vocabulary (64); at
@@ -52,7 +52,7 @@ def shape_for(psi: int, seq: int) -> GPTShape:
     12·L·h² ≈ Ψ gives h ≈ (128Ψ/12)^⅓; heads of 128 dimensions (64 below h = 2048),
     their count a multiple of 8 from 8 on (so TP up to 8 divides them); then the
     layers that make Ψ with the embedding and head (Ψ = Vh + sh + L(12h² + 13h) + 3h
-    + hV, runtime.formulas.gpt_parameter_count)."""
+    + hV, runtime.sim.formulas.gpt_parameter_count)."""
     vocab = LARGE_VOCAB if psi >= LARGE_MODEL else SMALL_VOCAB
     for known, (layers, hidden, heads) in KNOWN_SHAPES.items():
         if abs(psi / known - 1) <= KNOWN_WITHIN:

@@ -2,7 +2,7 @@
 
 Part of lesson 0's mechanism (docs/design.md: the lesson's own modules beside
 lesson.py). A course names GPUs the way a cloud console does; the cost model
-knows hardware profiles (runtime.profiles: links, memory, compute rates from the
+knows hardware profiles (runtime.sim.profiles: links, memory, compute rates from the
 datasheet, each with its sources). This module maps one onto the other and
 gives the planner what it needs of a GPU: its memory, its achieved FLOP/s (the
 profile's MFU, or the learner's `achieved_tflops`), and its links once the
@@ -15,16 +15,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from runtime.compute import ComputeRates
-from runtime.costmodel import CostModel
-from runtime.profiles import get_profile
+from runtime.sim.compute import ComputeRates
+from runtime.sim.costmodel import CostModel
+from runtime.sim.profiles import get_profile
 
 
 @dataclass(frozen=True)
 class Gpu:
     name: str  # as the learner types it: a100-80gb
     label: str  # as the budget sentence says it: A100 80GB
-    profile: str  # runtime.profiles name
+    profile: str  # runtime.sim.profiles name
 
     @property
     def model(self) -> CostModel:

@@ -24,10 +24,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from runtime import formulas
-from runtime.costmodel import CostModel
-from runtime.program import Program
-from runtime.trace import Timeline
+from runtime.sim import formulas
+from runtime.sim.costmodel import CostModel
+from runtime.sim.program import Program
+from runtime.sim.trace import Timeline
 from scenarios.base import OPTIMIZER_MODULES, Hooks, Lesson, RankResult, RunData
 from scenarios.metrics import Curve, Metric
 from scenarios.params import (

@@ -38,9 +38,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from runtime import formulas
-from runtime.program import Program
-from runtime.simulate import simulate
+from runtime.sim import formulas
+from runtime.sim.program import Program
+from runtime.sim.simulate import simulate
 from scenarios.pipeline.schedules import Shape
 from scenarios.pipeline.schedules import build as build_schedule
 from scenarios.why_distribute import costs

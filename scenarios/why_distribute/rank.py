@@ -1,6 +1,6 @@
 """Rank side of lesson 0: the memory cap refuses one rank and admits ZeRO-3; DDP against time.
 
-Called inside each rank process by runtime.worker with a RankContext. The
+Called inside each rank process by runtime.engine.worker with a RankContext. The
 Program (scenarios.why_distribute.demo) runs its series one after the other,
 each from the MiniGPT's seed, on the same global batches (`microbatch_size ·
 ranks` sequences a step, a different seed each step):
@@ -35,9 +35,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from runtime.models import GPTConfig, MiniGPT, batch
-from runtime.program import Action, past_warmup
-from runtime.worker import RankContext
+from runtime.engine.models import GPTConfig, MiniGPT, batch
+from runtime.engine.worker import RankContext
+from runtime.sim.program import Action, past_warmup
 from scenarios.why_distribute import demo
 from scenarios.why_distribute.capped import (
     CappedDDP,

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from runtime import formulas
-from runtime.program import Action
+from runtime.sim import formulas
+from runtime.sim.program import Action
 from scenarios.metrics import Curve, Metric, Value
 from scenarios.why_distribute import footprint, planner
 from scenarios.why_distribute.budget import Estimate, Verdict, sentence

@@ -5,7 +5,7 @@ scenarios.zero.lesson (each Action's `series` is its stage). MiniGPT is cut
 into *units* (the embedding, each block, the head): the granularity of DDP's
 gradient buckets and of FSDP's wrapped modules. Each unit keeps its parameters
 (and, where the stage keeps them whole, its gradients) in one flat fp32 buffer,
-so that a unit's collective is one hand-made ring (runtime.comm) over that buffer
+so that a unit's collective is one hand-made ring (runtime.engine.comm) over that buffer
 and the bytes each rank sends are counted on the wire. Every stage shards a
 unit's flat buffer the same way (formulas.even_split into n chunks, chunk r on
 rank r, as a ring reduce-scatter leaves it), and every stage uses torch's own
@@ -39,11 +39,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from runtime import collectives
-from runtime.comm import Comm
-from runtime.formulas import even_split
-from runtime.models import MiniGPT
-from runtime.program import Action
+from runtime.engine import collectives
+from runtime.engine.comm import Comm
+from runtime.engine.models import MiniGPT
+from runtime.sim.formulas import even_split
+from runtime.sim.program import Action
 from scenarios.zero.measure import (
     Sampler,
     SavedBytes,

@@ -20,8 +20,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from runtime.models import MiniGPT
-from runtime.program import Action
+from runtime.engine.models import MiniGPT
+from runtime.sim.program import Action
 from scenarios.zero.measure import (
     Sampler,
     SavedBytes,

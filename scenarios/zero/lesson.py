@@ -1,7 +1,7 @@
 """Lesson 2: ZeRO and FSDP — where the memory of training goes, and what each stage removes.
 
 The `zero` lesson, top to bottom: its params, its narrative (with every text a learner reads, in texts.toml), its Program, its
-metrics. MiniGPT (runtime.models) is trained for `steps` Adam steps by each
+metrics. MiniGPT (runtime.engine.models) is trained for `steps` Adam steps by each
 stage of the `stage` list, one after the other on the same ranks, each from
 the same initial weights and on the same global batches (`microbatch`
 sequences per rank per step):
@@ -34,11 +34,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from runtime import formulas
-from runtime.compute import TYPICAL_CPU
-from runtime.costmodel import CostModel
-from runtime.program import Action, Program, barriers
-from runtime.trace import Timeline, makespan
+from runtime.sim import formulas
+from runtime.sim.compute import TYPICAL_CPU
+from runtime.sim.costmodel import CostModel
+from runtime.sim.program import Action, Program, barriers
+from runtime.sim.trace import Timeline, makespan
 from scenarios.base import OPTIMIZER_MODULES, Hooks, Lesson, RunData
 from scenarios.metrics import Metric
 from scenarios.params import Mode, ParamError, Params, choice, choices, count, integer, size
@@ -178,7 +178,7 @@ def plan_action(
         )
     key = cost_key(stage, t, kind, u)
     # FSDP2's forward and backward gather and scatter unit by unit inside torch: every
-    # rank's ends when the slowest rank's does (runtime.simulate's `synced`).
+    # rank's ends when the slowest rank's does (runtime.sim.simulate's `synced`).
     synced = stage == "fsdp2" and kind in ("F", "B")
     return Action(
         action_id, rank, kind, label, cost_key=key, series=stage, step=t, chunk=u, phase=stage,
@@ -230,7 +230,7 @@ def step_plan(stage: str, units: int) -> list[tuple[str, int | None, str, str]]:
 
 
 def estimate(params: ZeroParams, model: CostModel) -> CostModel:
-    """Compute costs before a run has timed them, from the compute rates (runtime.compute:
+    """Compute costs before a run has timed them, from the compute rates (runtime.sim.compute:
     calibrated on this machine, or a datasheet's): a unit's forward is its operators'
     overhead plus 2·elements·tokens FLOPs (+ attention in a block) plus its activations
     through the elementwise operators, its backward twice the FLOPs; Adam per element
@@ -261,7 +261,7 @@ def estimate(params: ZeroParams, model: CostModel) -> CostModel:
         )
     # FSDP2 runs its collectives inside its forward and backward (one span each here):
     # the same FLOPs, the bytes of ZeRO-3's all-gathers (and reduce-scatters) at the
-    # link's bandwidth, and its per-tensor overheads (calibrated: runtime.calibration).
+    # link's bandwidth, and its per-tensor overheads (calibrated: runtime.fit.calibration).
     _, beta = model.group_link(range(params.ranks))
     moved = sum(numels) * FP32 * (params.ranks - 1) / params.ranks * beta
     forward, backward, adam = rates.sharded_seconds(shape.parameter_tensors)

@@ -3,7 +3,7 @@
 The lesson's `lump` hook (scenarios.base.Lumped). Every rank of a stage runs
 the same actions with the same costs, and every collective spans all of them
 (data parallelism): they start together after the stage's barrier and stay in
-lockstep, so rank 0 stands for all N of them (runtime.simulate's
+lockstep, so rank 0 stands for all N of them (runtime.sim.simulate's
 simulate_lockstep): each action starts when the one before it ends, a compute
 takes its cost over the core share of N ranks computing at once, a collective
 its α-β ring formula. The steps of a stage are identical (FSDP2's first Adam apart), so one is worked out
@@ -24,10 +24,10 @@ from itertools import accumulate
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from runtime.costmodel import WAKE, CostModel
-from runtime.program import barriers
-from runtime.simulate import blocks, simulate_lockstep, span_for
-from runtime.trace import Span, Timeline
+from runtime.sim.costmodel import WAKE, CostModel
+from runtime.sim.program import barriers
+from runtime.sim.simulate import blocks, simulate_lockstep, span_for
+from runtime.sim.trace import Span, Timeline
 from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
 from scenarios.zero import memory
 
@@ -144,7 +144,7 @@ def lumped(params: ZeroParams, model: CostModel, plans: dict[str, Plan] | None =
 
 def _woken(step: list[Cost], after_wait: bool, wake: float) -> list[float]:
     """A step's durations, a compute right after its rank blocked paying the wake-up
-    (runtime.simulate.Compiler.ops); `after_wait`: the rank blocked before the step."""
+    (runtime.sim.simulate.Compiler.ops); `after_wait`: the rank blocked before the step."""
     out = []
     for seconds, compute, blocked in step:
         out.append(seconds + wake if after_wait and compute else seconds)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from runtime.models import MiniGPT
+from runtime.engine.models import MiniGPT
 from scenarios.metrics import CATEGORIES
 
 Sampler = Callable[[str, float, str | None], None]

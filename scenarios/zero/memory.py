@@ -3,7 +3,7 @@
 Two predictions of the bytes a rank holds, by category (params, grads,
 optimizer, activations, buffers):
 
-- `per_device_bytes`: the ZeRO paper's arithmetic (runtime.formulas), exact
+- `per_device_bytes`: the ZeRO paper's arithmetic (runtime.sim.formulas), exact
   for any Ψ, N_d and K, the same on every device: what `predict` scales to a
   7B model on 64 GPUs;
 - `predicted_rank_bytes`: for the MiniGPT of the shape knobs in fp32 (what a
@@ -13,7 +13,7 @@ optimizer, activations, buffers):
 
 `memory_metrics` turns them into the lesson's memory bars (Metrics with a
 `category`, which the app and the HTML export draw). Also the model's shape
-without torch: the parameter shapes of the MiniGPT (runtime.models) grouped by
+without torch: the parameter shapes of the MiniGPT (runtime.engine.models) grouped by
 *unit* (embedding, each block, head), the granularity of DDP's buckets and
 FSDP's wrapped modules, and the units the Program steps through.
 
@@ -26,7 +26,7 @@ import math
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from runtime import formulas
+from runtime.sim import formulas
 from scenarios.metrics import CATEGORIES, Metric
 from scenarios.shape import FP32
 
@@ -43,7 +43,7 @@ ADAM_STEP_BYTES = 4
 
 # -- the model's shape, without torch ------------------------------------------------------
 def param_shapes(params: ZeroParams) -> list[list[tuple[int, ...]]]:
-    """Parameter shapes of MiniGPT (runtime.models), grouped by unit: embedding,
+    """Parameter shapes of MiniGPT (runtime.engine.models), grouped by unit: embedding,
     each block, head, in module order (what FSDP2 shards on dim 0)."""
     h, v, s = params.model.hidden, params.model.vocab, params.model.seq
     block = [

@@ -1,6 +1,6 @@
 """Rank side of lesson 2: train MiniGPT under each stage, measure memory and bytes sent.
 
-Called inside each rank process by runtime.worker with a RankContext:
+Called inside each rank process by runtime.engine.worker with a RankContext:
 
 1. The reference: one process, the whole global batch, torch's Adam, `steps`
    steps from MiniGPT's seed; its parameters flattened per unit. Rank 0 trains
@@ -21,7 +21,7 @@ Called inside each rank process by runtime.worker with a RankContext:
 
 Compute costs for the prediction are the CPU seconds each F, B and Adam took
 (all ranks share this machine's cores, as in the pipeline lesson), the median of
-this rank's repetitions (runtime.refine.refine takes the median across ranks).
+this rank's repetitions (runtime.fit.refine.refine takes the median across ranks).
 
 Engine part: imports torch (rank processes only; the UI never imports this).
 """
@@ -37,10 +37,10 @@ from itertools import groupby
 import torch
 import torch.distributed as dist
 
-from runtime.faults import slow_factors
-from runtime.models import GPTConfig, MiniGPT, batch
-from runtime.program import Action
-from runtime.worker import RankContext
+from runtime.engine.faults import slow_factors
+from runtime.engine.models import GPTConfig, MiniGPT, batch
+from runtime.engine.worker import RankContext
+from runtime.sim.program import Action
 from scenarios.zero.executors import ZeroExecutor
 from scenarios.zero.fsdp2 import Fsdp2Executor
 from scenarios.zero.lesson import ZeroParams
@@ -157,7 +157,7 @@ def run_rank(ctx: RankContext[ZeroParams]) -> ZeroResult:
                 cpu = max(cpu, (time.perf_counter() - wall) * share)
             costs[action.cost_key or action.kind].append(cpu)
             # A slowed rank slows its own compute (CPU seconds at its share of the
-            # cores), not the waits for its peers inside FSDP2's span (runtime.worker).
+            # cores), not the waits for its peers inside FSDP2's span (runtime.engine.worker).
             return cpu / share if costs_waits else None
 
         ctx.execute(actions, handle)

@@ -17,7 +17,7 @@ The valid starting points: `playground predict <lesson> --json` of every lesson
 at a small size (cpu-default profile, so the output does not depend on this
 machine's calibration), and the real runs tests/data/ring-allreduce-2ranks.json
 and tests/data/pipeline-2stages.json (format 2). The torchrun directories are
-fabricated in the shape runtime.torchrun_rank writes (run.json from rank
+fabricated in the shape runtime.engine.torchrun_rank writes (run.json from rank
 0; rank<R>.json = {"rank", "result", "backend", "torch_version", "spans",
 "counters"}) from the real ring-allreduce run's measured spans.
 
@@ -656,7 +656,7 @@ def torchrun_dirs(b: dict[str, dict[str, Any]]) -> None:
         torchrun_dir(
             f"torchrun.result-{what}", with_("rank1.json", doc), expect, ("rank1.json", says)
         )
-    # Finite but absurd: the prediction is refined with them (runtime.refine.refine).
+    # Finite but absurd: the prediction is refined with them (runtime.fit.refine.refine).
     for what, field, value in [
         ("p2p-1e308", "p2p", [[0, 1e308], [1, 1e308]]),
         ("p2p-negative", "p2p", [[-1, -1.0]]),

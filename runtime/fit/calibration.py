@@ -1,0 +1,340 @@
+"""Calibration: measure alpha, beta, gamma on this machine and cache them.
+
+`playground calibrate` (and `playground run` on first use) launches the ranks
+with the `calibrate` job (runtime.fit.calibration_rank): every rank runs the steps
+of a hand-made ring (two all-gathers: as many steps as an all-reduce) with
+chunks of several sizes, all ranks at once, so the fit includes what sharing the
+CPU cores costs at this world size. Then it times a reduction (a += b) with
+every rank doing it at once. The parent fits t = alpha + S·beta by least squares
+on the median per size of a step as the lesson times it (ring_step_time: first
+rank in to last rank out); gamma = the slowest rank's median reduce time per
+byte.
+
+The cache is one JSON file, keyed by host, backend, world size, torch version
+and the version of this method: a calibration is only valid where and how it
+was measured.
+
+Pure: stdlib only (torch's version is read from package metadata).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from runtime.engine.files import make_private_dir, read_text_bounded, write_text_atomic
+from runtime.fit.calibration_busy import busy_gather_scale, busy_ring_scales, busy_scale
+from runtime.fit.compute_fit import fit_block, split_fractions
+from runtime.sim.compute import ComputeRates, block_flops
+from runtime.sim.costmodel import WAKE, CostModel
+
+# Bumped whenever the measurement changes, so an old cache is never reused.
+METHOD_VERSION = 24
+# What the ranks of a calibration run (runtime.fit.calibration_rank).
+RANK_ENTRY = "runtime.fit.calibration_rank:run_rank"
+SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
+REDUCE_BYTES = 4 * 2**20
+REPS = 9
+# (hidden, tokens, seq) of the MiniGPT blocks timed for the compute rates: from the
+# smallest lesson shapes (all overhead) to the pipeline's (mostly FLOPs).
+BLOCK_SHAPES = ((32, 64, 16), (32, 512, 16), (64, 512, 64), (64, 2048, 64), (128, 2048, 64))
+BLOCK_ROUNDS = 3  # per shape, after a warm-up round: the median of every forward, backward
+LIVE_GRAPHS = 4  # forwards whose activations are alive at once, then their backwards
+SPLIT_SHAPE = (64, 2048, 64)  # the block also timed with a split backward: the pipeline's
+DISK_BYTES = 4 * 2**20
+# Checkpoints timed of each size, by turns (runtime.fit.calibration_disk): next to no bytes,
+# and this many in its model and optimizer files (the lesson's default holds 328 KiB).
+CHECKPOINT_REPS, CHECKPOINT_BYTES = 11, 2**20
+# Adam's cost per tensor, from this many tensors of this many elements beside one large
+# tensor (runtime.fit.calibration_compute.adam): a MiniGPT block's LayerNorm and bias sizes.
+ADAM_TENSORS, ADAM_SMALL, ADAM_LARGE = 32, 64, 2**18
+ADAM_REPS = 31  # Adam steps of each kind timed, by turns
+OP_REPS = 101  # one-token block forwards timed for an operator's cost: 0.1-0.2 ms each
+WAKE_REPS = 30  # block forwards timed right after a wait and back to back, by turns
+# The MiniGPT timed under torch's FSDP2 and plain, for FSDP2's per-tensor overheads:
+# (layers, hidden, seq, vocab, sequences), the zero lesson's default model.
+SHARDED_SHAPE = (2, 32, 16, 64, 4)
+# (hidden, sequences, seq) of the MLP timed under torch's tensor parallelism, the
+# tensor-parallel lesson's default size: DTensor's dispatch per parallelized module.
+PARALLEL_SHAPE = (64, 4, 32)
+# (hidden, tokens, seq) of the block timed in fp32, fp16 and bf16 (ComputeRates'
+# slowdowns): the mixed-precision lesson's default model and microbatch.
+LOW_PRECISION_SHAPE = (64, 256, 32)
+
+
+# The cache holds a few hundred bytes per (host, backend, world size): more is not ours.
+CACHE_MAX_BYTES = 16 * 2**20
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("PLAYGROUND_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "playground"
+    )
+    return Path(base)
+
+
+def cache_file() -> Path:
+    return cache_dir() / "calibration.json"
+
+
+def torch_version() -> str:
+    from importlib import metadata  # 20 ms of every command's start, needed by few
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def backend_hint(requested: str) -> str:
+    """What `auto` will resolve to, guessed without importing torch."""
+    if requested != "auto":
+        return requested
+    return "nccl" if os.path.exists("/dev/nvidiactl") else "gloo"
+
+
+def cache_key(backend: str, world_size: int, host: str | None = None) -> str:
+    return (
+        f"{host or socket.gethostname()}|{backend}|{world_size}|{torch_version()}|v{METHOD_VERSION}"
+    )
+
+
+def _load_cache() -> dict[str, Any]:
+    try:
+        return json.loads(read_text_bounded(cache_file(), CACHE_MAX_BYTES))
+    except (OSError, ValueError):  # absent, not a file, too large, not JSON: start afresh
+        return {}
+
+
+def save(model: CostModel, backend: str, world_size: int) -> None:
+    """Cache `model`; entries of an older calibration method go (no lookup reads them
+    again: each bump of METHOD_VERSION had left them behind)."""
+    method = f"v{METHOD_VERSION}"
+    data = {k: v for k, v in _load_cache().items() if k.rsplit("|", 1)[-1] == method}
+    data[cache_key(backend, world_size)] = model.describe()
+    # Private (0700 folder, 0600 file): it names this host and what it measured. A folder
+    # the user chose (PLAYGROUND_CACHE_DIR) is used as it is.
+    make_private_dir(cache_dir(), tighten="PLAYGROUND_CACHE_DIR" not in os.environ)
+    write_text_atomic(cache_file(), json.dumps(data, indent=1))
+
+
+def lookup(backend: str, world_size: int, *, nearest: bool = False) -> CostModel | None:
+    """The cached model for this host/backend/torch at `world_size` (or the nearest one)."""
+    data = _load_cache()
+    exact = data.get(cache_key(backend, world_size))
+    if exact:
+        return CostModel.from_dict(exact)
+    if not nearest:
+        return None
+    host, be, _, version, method = cache_key(backend, 0).split("|")
+    candidates = []
+    for key, value in data.items():
+        parts = key.split("|")
+        if len(parts) == 5 and (parts[0], parts[1], parts[3], parts[4]) == (
+            host,
+            be,
+            version,
+            method,
+        ):
+            candidates.append((abs(int(parts[2]) - world_size), int(parts[2]), value))
+    if not candidates:
+        return None
+    _, world, value = min(candidates)
+    model = CostModel.from_dict(value)
+    return CostModel.from_dict(
+        {**model.describe(), "name": f"{model.name} (nearest calibrated world size {world})"}
+    )
+
+
+def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> CostModel:
+    """Least-squares alpha, beta from a ring step per size as the lesson times it
+    (ring_step_time); gamma from the reduce timing; the busy collectives' scales, the
+    compute rates (fit_compute) and what a compute pays after a wait (wake_seconds)."""
+    points = [
+        (size, ring_step_time(r["sendrecv"][str(size)] for r in rank_results))
+        for size in (SIZES if world_size > 1 else ())
+    ]
+    alpha, beta = 1e-7, 1e-13  # the floors: one rank alone has no link (never used)
+    if points:
+        mean_s = statistics.fmean(s for s, _ in points)
+        mean_t = statistics.fmean(t for _, t in points)
+        beta = sum((s - mean_s) * (t - mean_t) for s, t in points) / sum(
+            (s - mean_s) ** 2 for s, _ in points
+        )
+        beta = max(beta, 1e-13)
+        alpha = max(mean_t - beta * mean_s, 1e-7)
+    reduce_reps = zip(*(r["reduce_s"] for r in rank_results), strict=True)
+    gamma = statistics.median(max(rep) for rep in reduce_reps) / REDUCE_BYTES
+    host = socket.gethostname()
+    scales = busy_ring_scales(rank_results, world_size, alpha, beta, gamma)
+    builtin = busy_scale(
+        rank_results, world_size, alpha, beta, gamma, timing="busy_builtin_all_reduce"
+    )
+    gather = busy_gather_scale(rank_results, world_size, alpha, beta, builtin)
+    return CostModel(
+        rates=fit_compute(rank_results),
+        compute={WAKE: wake_seconds([r["wake"] for r in rank_results])},
+        # Hand-made collectives by their kind; torch's own blocking ones as builtin.<kind>
+        # (runtime.sim.costmodel.scale_key), each as timed between computes.
+        collective_scale={
+            **scales,
+            "builtin.all_reduce": builtin,
+            "builtin.reduce_scatter": builtin,
+            "builtin.all_gather": gather,
+        },
+        name=f"calibrated:{host}/{backend}/n={world_size}",
+        alpha=alpha,
+        beta=beta,
+        gamma=gamma,
+        cores=os.cpu_count(),
+        source=f"measured on {host} on {time.strftime('%Y-%m-%d %H:%M')} with {world_size} ranks on "
+        f"{os.cpu_count()} cores, torch {torch_version()}",
+        details={
+            "points": [[s, t] for s, t in points],
+            "world_size": world_size,
+            "backend": backend,
+        },
+    )
+
+
+def ring_step_time(per_rank: Iterable[list[list[float]]]) -> float:
+    """Seconds per ring step at one size: per repetition, from the first rank's start
+    to the last rank's end, over its steps (each rank's row: [start, end, steps]); the
+    median over repetitions. This is how the lesson times an iteration, so the ranks'
+    skew leaving the barrier and the jitter one late rank passes along the ring (each
+    step waits on the left neighbour's previous one) are in the figure, as in the run's.
+    """
+    reps = zip(*per_rank, strict=True)
+    return statistics.median(
+        (max(end for _, end, _ in rep) - min(start for start, _, _ in rep)) / rep[0][2]
+        for rep in reps
+    )
+
+
+def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
+    """The compute rates from every rank's block timings (median over ranks per shape):
+    t = overhead + flops / rate + elements · per_element (runtime.fit.compute_fit.fit_block),
+    forward and backward fitted apart."""
+    forward, backward = [], []
+    for i, (hidden, tokens, seq) in enumerate(BLOCK_SHAPES):
+        rows = [r["blocks"][i] for r in rank_results]
+        flops, elements = block_flops(tokens, hidden, seq), tokens * hidden
+        forward.append((flops, elements, statistics.median(row[3] for row in rows)))
+        backward.append((2 * flops, elements, statistics.median(row[4] for row in rows)))
+    f_overhead, f_rate, f_element = fit_block(forward)
+    b_overhead, b_rate, b_element = fit_block(backward)
+    disk = [r["disk_bytes_per_s"] for r in rank_results if r.get("disk_bytes_per_s")]
+    checkpoint = [r["checkpoint_s"] for r in rank_results if r.get("checkpoint_s")]
+    fixed, bandwidth = checkpoint_costs(checkpoint[0] if checkpoint else None, disk)
+    sharded = sharded_overheads([r["sharded"] for r in rank_results if r.get("sharded")])
+    parallel = parallel_overheads(
+        [r["parallelized"] for r in rank_results if r.get("parallelized")]
+    )
+    return ComputeRates(
+        forward_flops_per_s=f_rate,
+        backward_flops_per_s=b_rate,
+        forward_overhead_s=f_overhead,
+        backward_overhead_s=b_overhead,
+        forward_s_per_element=f_element,
+        backward_s_per_element=b_element,
+        **fit_adam(
+            statistics.median(r["adam"][0] for r in rank_results),
+            statistics.median(r["adam"][1] for r in rank_results),
+        ),
+        **({"checkpoint_s": fixed} if fixed is not None else {}),
+        disk_bytes_per_s=bandwidth,
+        op_s=statistics.median(r["op_s"] for r in rank_results),
+        **sharded,
+        **parallel,
+        **split_fractions([r["split"] for r in rank_results if r.get("split")]),
+        **low_precision_slowdowns(
+            [r["low_precision"] for r in rank_results if r.get("low_precision")]
+        ),
+        source="MiniGPT blocks (and one's split backward, one in fp16 and bf16), eager operators, "
+        "Adam, FSDP2, tensor parallelism, an fsync'ed write and a checkpoint timed on this machine, every rank busy at once (CPU seconds)",
+    )
+
+
+def checkpoint_costs(
+    checkpoint: list[float] | None, disk: list[float]
+) -> tuple[float | None, float]:
+    """A checkpoint's fixed cost and the bandwidth its bytes see, from rank 0's
+    [seconds of next to no bytes, of CHECKPOINT_BYTES more] (runtime.fit.calibration_disk):
+    the first, and the bytes over the difference; the large write's bandwidth (`disk`)
+    where the difference is not positive (noise), 5e8 without either."""
+    fallback = disk[0] if disk else 5e8
+    if not checkpoint:
+        return None, fallback
+    small, large = checkpoint
+    return small, CHECKPOINT_BYTES / (large - small) if large > small else fallback
+
+
+def low_precision_slowdowns(rows: list[list[float]]) -> dict[str, float]:
+    """ComputeRates' fp16 and bf16 slowdowns from each rank's [fp32, fp16, bf16] seconds
+    of a block's forward and backward (runtime.fit.calibration_compute.low_precision): the
+    median over ranks of each over fp32; none without rows."""
+    rows = [row for row in rows if row[0] > 0]
+    if not rows:
+        return {}
+    return {
+        "fp16_slowdown": statistics.median(row[1] / row[0] for row in rows),
+        "bf16_slowdown": statistics.median(row[2] / row[0] for row in rows),
+    }
+
+
+def wake_seconds(rows: list[list[float]]) -> float:
+    """What a compute pays right after its rank blocked (runtime.sim.costmodel.WAKE): the
+    median over ranks of [after a wait, back to back] apart, never below zero."""
+    return max(0.0, statistics.median(after - back for after, back in rows)) if rows else 0.0
+
+
+def fit_adam(large_s: float, small_s: float) -> dict[str, float]:
+    """Adam's seconds per element and per tensor (ComputeRates.adam_s_per_*) from one
+    step over one tensor of ADAM_LARGE elements (`large_s`) and one over ADAM_TENSORS of
+    ADAM_SMALL (`small_s`): t = elements · e + tensors · c, two equations, two unknowns;
+    neither below zero (noise can make the small step look cheaper than its elements)."""
+    small_elements = ADAM_TENSORS * ADAM_SMALL
+    # Eliminate e: small_s - large_s · small_elements / ADAM_LARGE = c · (tensors - that share)
+    per_tensor = max(0.0, small_s - large_s * small_elements / ADAM_LARGE) / (
+        ADAM_TENSORS - small_elements / ADAM_LARGE
+    )
+    # Positive: the inference step model reads a memory bandwidth off it (28 B / this).
+    per_element = max(1e-12, (large_s - per_tensor) / ADAM_LARGE)
+    return {"adam_s_per_element": per_element, "adam_s_per_tensor": per_tensor}
+
+
+def sharded_overheads(rows: list[list[float]]) -> dict[str, float]:
+    """FSDP2's seconds per parameter tensor (runtime.sim.compute.ComputeRates.sharded_*):
+    the median over ranks of (FSDP2's forward, backward, Adam) minus the same model's
+    plain ones, over its tensors. Rows: [tensors, F, B, opt under FSDP2, F, B, opt
+    plain, the first step's Adam beyond a later one's]; none measured (a calibration without FSDP2): the typical figures."""
+    if not rows:
+        return {}
+    tensors = rows[0][0]
+    names = ("sharded_forward_s", "sharded_backward_s", "sharded_adam_s")
+    out = {
+        name: max(statistics.median(row[1 + i] - row[4 + i] for row in rows), 0.0) / tensors
+        for i, name in enumerate(names)
+    }
+    out["sharded_first_adam_s"] = max(statistics.median(row[7] for row in rows), 0.0) / tensors
+    return out
+
+
+def parallel_overheads(rows: list[list[float]]) -> dict[str, float]:
+    """DTensor's seconds per parallelized module (ComputeRates.parallel_*): the median
+    over ranks of (forward, backward under tensor parallelism) minus the same shard as
+    plain Linears, over the MLP's two modules. Rows: [F, B parallel, F, B plain]; none
+    measured (one rank): the typical figures."""
+    if not rows:
+        return {}
+    names = ("parallel_forward_s", "parallel_backward_s")
+    return {
+        name: max(statistics.median(row[i] - row[2 + i] for row in rows), 0.0) / 2
+        for i, name in enumerate(names)
+    }
