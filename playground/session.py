@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from playground.prediction_error import BudgetRow, budget_doc, budget_rows, error_rows, with_before
 from playground.usage import UsageError, as_usage_error, param_usage_error
+from playground.worker_figures import workers_of
 from runtime.engine.faults import parse_faults, refuse_unreachable, slow_factors
 from runtime.fit import calibration
 from runtime.fit.refine import refine_compute, refine_dispatch, refine_p2p
@@ -71,8 +72,6 @@ class Outcome:
     def workers(self) -> WorkersReport | None:
         """Each rank's figures in the measured run (playground.worker_figures); None
         before a run. Always computed from the timeline, never read back from a file."""
-        from playground.worker_figures import workers_of
-
         return workers_of(self, self.measured) if self.measured is not None else None
 
     @property

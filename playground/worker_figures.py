@@ -12,23 +12,28 @@ Never imports torch.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from playground.i18n import t
+from playground.usage import UsageError
 from runtime.engine.live_workers import workers_report
 from runtime.engine.stragglers import WorkersReport
 from runtime.sim.trace import Timeline
+from scenarios.base import Lesson
+from scenarios.params import Params
 from scenarios.workers import MAX_RATIO, RATIO_ENV, straggler_ratio, worker_options
 
-if TYPE_CHECKING:
-    from playground.session import Outcome
+
+class LessonRun(Protocol):
+    """What the figures need of an outcome (playground.session.Outcome has it)."""
+
+    lesson: Lesson
+    params: Params
 
 
 def check_settings() -> None:
     """The environment's settings of the per-rank figures: UsageError in one line if bad
     (English as scenarios.workers says it; Spanish from the catalog)."""
-    from playground.i18n import t
-    from playground.session import UsageError
-
     try:
         straggler_ratio()
     except ValueError as exc:
@@ -38,7 +43,7 @@ def check_settings() -> None:
         raise UsageError(str(exc), es=es) from None
 
 
-def workers_of(outcome: Outcome, timeline: Timeline) -> WorkersReport:
+def workers_of(outcome: LessonRun, timeline: Timeline) -> WorkersReport:
     """The per-rank report of one of the outcome's timelines (measured or predicted)."""
     return workers_report(
         timeline, outcome.params.world_size, **worker_options(outcome.lesson, outcome.params)

@@ -49,13 +49,13 @@ LIVE_GRAPHS = 4  # forwards whose activations are alive at once, then their back
 SPLIT_SHAPE = (64, 2048, 64)  # the block also timed with a split backward: the pipeline's
 DISK_BYTES = 4 * 2**20
 # Checkpoints timed of each size, by turns (runtime.fit.calibration_disk): next to no bytes,
-# and this many in its model and optimizer files (the lesson's default holds 328 KiB).
+# and this many in its model and optimizer files (of the order of the lesson's default).
 CHECKPOINT_REPS, CHECKPOINT_BYTES = 11, 2**20
 # Adam's cost per tensor, from this many tensors of this many elements beside one large
 # tensor (runtime.fit.calibration_compute.adam): a MiniGPT block's LayerNorm and bias sizes.
 ADAM_TENSORS, ADAM_SMALL, ADAM_LARGE = 32, 64, 2**18
 ADAM_REPS = 31  # Adam steps of each kind timed, by turns
-OP_REPS = 101  # one-token block forwards timed for an operator's cost: 0.1-0.2 ms each
+OP_REPS = 101  # one-token block forwards timed for an operator's cost (each is short)
 WAKE_REPS = 30  # block forwards timed right after a wait and back to back, by turns
 # The MiniGPT timed under torch's FSDP2 and plain, for FSDP2's per-tensor overheads:
 # (layers, hidden, seq, vocab, sequences), the zero lesson's default model.
@@ -84,7 +84,7 @@ def cache_file() -> Path:
 
 
 def torch_version() -> str:
-    from importlib import metadata  # 20 ms of every command's start, needed by few
+    from importlib import metadata  # here: slow to import, and few commands need it
 
     try:
         return metadata.version("torch")

@@ -25,8 +25,8 @@ from typing import Any
 from runtime.sim import formulas
 
 # The all-reduce timed between computes (collective_scale): a ZeRO unit's gradients.
-# 48 repetitions, not 12: zero's default prediction, from four calibrations in a row
-# each, read 66-101 ms with 12 and 84-89 ms with 48 (0.7 s more to calibrate 4 ranks).
+# Enough repetitions that calibrations in a row agree on it (a dozen left zero's
+# default prediction moving by a third between them); docs/lab-notebook.md has the figures.
 BUSY_BYTES = 256 * 2**10
 BUSY_REPS = 48
 # The least collective_scale a calibration keeps (a guard against a degenerate fit).

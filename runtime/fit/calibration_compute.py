@@ -304,9 +304,8 @@ def adam() -> list[float]:
     """CPU seconds of one Adam step (torch's default on a CPU: a loop over the tensors)
     over one large tensor, then over many small ones: runtime.fit.calibration.fit_adam
     splits them into a cost per element and one per tensor. The two take turns, every
-    rank at once, ADAM_REPS each: timed one after the other, 9 each, four calibrations in
-    a row read 3.2-6.6 ns per element and 58-100 µs per tensor, and zero's prediction
-    moved 11% with them."""
+    rank at once, ADAM_REPS each, so that a slow spell of the machine falls on both rather than
+    on one (timed one after the other, calibrations in a row disagreed by half)."""
     steps = [_adam_step([ADAM_LARGE]), _adam_step([ADAM_SMALL] * ADAM_TENSORS)]
     dist.barrier()
     return cpu_seconds_by_turns(steps, ADAM_REPS)

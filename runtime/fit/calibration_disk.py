@@ -8,8 +8,7 @@ lesson 3 writes one, every rank at once: rank 0's model, optimizer and metadata
 files and each rank's own, each written to a temporary file, fsync'ed and renamed;
 a barrier; rank 0's commit (the manifest with each file's SHA-256, the directory's
 fsync, its atomic rename, the parent's fsync); a barrier. One of next to no bytes
-gives the fixed cost (8-24 ms on 4 ranks here, where a guess of 5 ms stood in
-before); one of CHECKPOINT_BYTES more, the bandwidth its bytes see. One large
+gives the fixed cost; one of CHECKPOINT_BYTES more, the bandwidth its bytes see. One large
 fsync'ed write (rank 0 alone) is the bandwidth's fallback.
 
 Engine part: imports torch, only inside rank processes.
@@ -58,9 +57,9 @@ def checkpoint_seconds(rank: int) -> list[float] | None:
     """Rank 0's median wall seconds of two checkpoints written by every rank at once as
     lesson 3 writes one: one of next to no bytes, and one whose model and optimizer files
     hold CHECKPOINT_BYTES (a third and two thirds: weights, then Adam's two moments,
-    serialized as safetensors), each rank's RNG states as JSON, timed by turns (None on the other ranks). Their difference is the bandwidth a
-    checkpoint's bytes see: a few 100 KiB files, fsync'ed one by one, went 2-3 times
-    slower here than one 4 MiB write."""
+    serialized as safetensors), each rank's RNG states as JSON, timed by turns (None on
+    the other ranks). Their difference is the bandwidth a checkpoint's bytes see: small
+    files fsync'ed one by one go several times slower than one large write."""
     folder = _shared_folder(rank)
     small = b"{}" + b" " * 510  # the metadata's JSON
     state = json.dumps({"rng": list(range(4500))}).encode()  # a rank's RNG states' JSON

@@ -60,7 +60,7 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
         rings.append((buffer, steps, timings.setdefault(str(size), [])))
     # The sizes take turns, repetition by repetition: this machine's pace moves by the
     # second, and timed one size after the other, a slow spell could catch one size
-    # alone (on 2 ranks, 64 KiB at 1.68 ms a step beside 256 KiB at 0.27 ms).
+    # alone (a small size then reads slower per step than a larger one).
     for _ in range(REPS):
         for buffer, steps, samples in rings:
             comm.run([barrier, *steps], buffer, runner=functools.partial(_timed, samples))
