@@ -121,10 +121,8 @@ def _not_regular(flag: str, path: object, slug: str) -> UsageError:
 def check_outputs(args: argparse.Namespace) -> None:
     """--export and --trace must name files this user can write: checked before any work,
     by writing (and removing) a probe file beside them. Each is a new path or a regular
-    file (a FIFO, a device or a socket there is refused, never replaced). A `run` checks
-    its runs folder too (runtime.engine.rundirs: ours, or new, or empty)."""
-    if getattr(args, "command", None) == "run":
-        check_runs_dir()
+    file (a FIFO, a device or a socket there is refused, never replaced). A run's runs
+    folder is playground.session.run's to check, before any rank starts."""
     for flag, path in (("--export", args.export), ("--trace", args.trace)):
         if path is None:
             continue
@@ -154,22 +152,6 @@ def check_outputs(args: argparse.Namespace) -> None:
             raise UsageError.said(
                 "cli.output_cannot_write", flag=flag, path=plain(path), reason=reason
             ) from None
-
-
-def check_runs_dir() -> None:
-    """The runs folder can hold a new run (runtime.engine.rundirs.runs_root): one line if not,
-    before any rank starts and before anything in it is changed."""
-    from runtime.engine.rundirs import RunsDirError, check_runs_root
-
-    try:
-        check_runs_root()
-    except RunsDirError as exc:
-        key = "cli.runs_dir_not_a_folder" if exc.kind == "not_a_folder" else "cli.runs_dir_not_ours"
-        raise UsageError.said(key, path=plain(exc.path)) from None
-    except OSError as exc:
-        raise UsageError.said(
-            "saved.cannot_read", path=plain(exc.filename or ""), reason=exc.strerror or exc
-        ) from None
 
 
 def report_calibration(model: CostModel, as_json: bool, compact: bool = False) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from playground.formatting import plain
 from playground.prediction_error import BudgetRow, budget_doc, budget_rows, error_rows, with_before
 from playground.usage import UsageError, as_usage_error, param_usage_error
 from playground.worker_figures import workers_of
@@ -197,6 +198,10 @@ def run(
         lesson.hooks.check_faults(params, parsed_faults)
     except ValueError as exc:
         raise as_usage_error(exc) from None
+    except OSError as exc:  # the runs folder cannot even be looked at
+        raise UsageError.said(
+            "saved.cannot_read", path=plain(exc.filename or ""), reason=exc.strerror or exc
+        ) from None
     policy = lesson.restart_policy(params)
     # Warm ranks only for a plain run. A run with --fault kills or stops a rank on
     # purpose, and one under the restart supervisor starts every rank of each attempt

@@ -128,17 +128,25 @@ def only_timed_faults(params: Any, faults: list[Fault]) -> None:
 
 
 def parse_param_args(pairs: list[str]) -> dict[str, str]:
-    """`["size=4MiB", "ranks=4"]` -> {"size": "4MiB", "ranks": "4"}."""
+    """`["size=4MiB", "ranks=4"]` -> {"size": "4MiB", "ranks": "4"}; a malformed pair or
+    a key given twice (never silently last-wins) is a ParamError."""
     out: dict[str, str] = {}
     for pair in pairs:
         key, eq, value = pair.partition("=")
-        if not eq or not key.strip():
+        key = key.strip()
+        if not eq or not key:
             raise ParamError(
                 None,
                 f"malformed -p {shown(pair)}: use -p key=value",
                 es=f"-p {shown(pair)} mal formado: use -p clave=valor",
             )
-        out[key.strip()] = value.strip()
+        if key in out:
+            raise ParamError(
+                key,
+                f"{shown(key)} is given more than once: give each parameter once",
+                es=f"{shown(key)} aparece más de una vez: dé cada parámetro una sola vez",
+            )
+        out[key] = value.strip()
     return out
 
 

@@ -175,3 +175,9 @@ def test_hours_from_the_planner(tmp_path):
     out = budget(tmp_path, "estimate", "--from-plan", "params=400k,gpu=rtx4090", "--price", "0.35")
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("This starts 1× RTX 4090 on-demand at ~$0.35/h")
+
+
+def test_a_plan_parameter_given_twice_is_refused(tmp_path):
+    out = budget(tmp_path, "estimate", "--from-plan", "gpus=8,gpus=4", "--price", "0.35")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "gpus is given more than once" in out.stderr

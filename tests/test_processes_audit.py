@@ -113,7 +113,7 @@ def test_sigterm_ends_the_run_its_ranks_and_helpers() -> None:
 @pytest.mark.parametrize("scenario", ["ring-allreduce", "zero", "pipeline"])
 def test_a_parameter_given_twice_is_refused(scenario: str) -> None:
     out = playground("predict", scenario, "-p", "ranks=2", "-p", "ranks=3")
-    one_line_refusal(out, "-p ranks is given more than once")
+    one_line_refusal(out, "ranks is given more than once")
 
 
 def test_a_fault_field_given_twice_is_refused() -> None:
