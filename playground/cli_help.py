@@ -5,7 +5,7 @@ playground.cli's part for discovery (issue: a CLI that explains itself). The
 parameters come from the lesson's own declaration (playground.lesson_params);
 completion is argcomplete's, which asks this same parser on every TAB, so lesson
 names, parameter names and choices are always the installed ones. Never imports
-torch, except `--version`, which reports torch's CUDA.
+torch (`--version` asks a child process for torch's version and CUDA).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterable
 from importlib import metadata
 from typing import Any
@@ -62,13 +64,15 @@ class Version(argparse.Action):
 
 
 def version_line(language: str) -> str:
+    """One line; torch is asked in a child process (this process never imports it)."""
+    ask = "import torch; print(torch.__version__, int(torch.cuda.is_available()))"
     try:
-        import torch  # only here: the one answer that needs it
-
-        cuda = t("cli.cuda_yes" if torch.cuda.is_available() else "cli.cuda_no", language)
-        torch_version = torch.__version__
-    except ImportError:
-        torch_version, cuda = "—", t("cli.cuda_no", language)
+        done = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True,
+                              timeout=60, check=True)  # fmt: skip
+        torch_version, available = done.stdout.split()
+    except (OSError, ValueError, subprocess.SubprocessError):
+        torch_version, available = "—", "0"
+    cuda = t("cli.cuda_yes" if available == "1" else "cli.cuda_no", language)
     own = metadata.version("distributed-ai-playground")
     return t("cli.version", language, version=own, torch=torch_version, cuda=cuda)
 
