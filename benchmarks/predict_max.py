@@ -10,8 +10,9 @@ lesson's rules forbid that combination, an allowed outcome when it is quick).
     python benchmarks/predict_max.py [--runs 3] [--timeout 60] [--root DIR] [--write]
 
 `--root` runs the commands from another checkout (the tree before a change), with
-this interpreter; `--write` puts the table into docs/benchmarks.md under its own
-heading (other sections kept). The promise is < 1 s for each row; timings are only
+this interpreter; `--write` puts the table into its own section of docs/benchmarks.md,
+headed with the command, the date and the machine (benchmarks.doc_section; the other
+sections are kept). The promise is < 1 s for each row; timings are only
 ever asserted here, never in tests.
 """
 
@@ -25,12 +26,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.doc_section import header, write_section  # noqa: E402
 from benchmarks.predict_scale import run_once  # noqa: E402
 from scenarios.registry import LESSONS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "benchmarks.md"
-HEADING = "## predict at every knob's predict maximum"
+SCRIPT = "predict_max.py"
+WHAT = "`predict` at every knob's predict maximum"
 
 
 def commands() -> Iterator[str]:
@@ -58,34 +60,25 @@ def measure(command: str, root: Path, runs: int, timeout: float) -> tuple[str, s
     return shown, f"{rss:.0f} MiB", exits
 
 
-def write_doc(table: list[str]) -> None:
-    """Replace (or add) this benchmark's section of docs/benchmarks.md."""
-    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    lines = text.splitlines()
-    if HEADING in lines:
-        start = lines.index(HEADING)
-        end = next(
-            (i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines)
-        )
-        lines[start:end] = [*table, ""]
-    else:
-        lines += ["", *table]
-    DOC.write_text("\n".join(lines).rstrip("\n") + "\n")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per command")
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to run")
-    parser.add_argument("--write", action="store_true", help="write into docs/benchmarks.md")
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="write the table into its section of docs/benchmarks.md",
+    )
     parser.add_argument("--only", default="", help="only the commands containing this text")
     args = parser.parse_args()
+    invoked = f"python benchmarks/{SCRIPT} --runs {args.runs}"
+    invoked += f" --root {args.root}" if args.root != ROOT else ""
+    invoked += f" --only {args.only}" if args.only else ""
     table = [
-        HEADING,
-        "",
-        f"`python benchmarks/predict_max.py --runs {args.runs}`: each command its own process,",
-        f"median of {args.runs} runs; exit 2 is a refusal (one line, the limit named).",
+        *header(SCRIPT, WHAT, invoked),
+        f"Each command its own process, median of {args.runs} runs; exit 2 is a refusal",
+        "(one line, the limit named).",
         "",
         "| command | wall | peak RSS | exit |",
         "|---|---:|---:|---:|",
@@ -99,7 +92,7 @@ def main() -> None:
         table.append(row)
         print(row, flush=True)
     if args.write:
-        write_doc(table)
+        write_section(SCRIPT, table)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,14 @@ Every lesson of the unit is listed, built or not: the app's home screen and
 A built lesson is its package's `LESSON` (its titles live there, once); a
 planned one is a LessonInfo here until its package exists, then removed.
 
-Adding a lesson: write scenarios/<name>/ (lesson.py, rank.py, its mechanism),
-add its name to NAMES below, and drop its PLANNED entry.
+Adding a lesson (docs/adding-a-lesson.md): copy scenarios/_template/ to
+scenarios/<name>/, then one line: its name in NAMES below (in course order), and
+drop its PLANNED entry if it had one. A lesson that is not part of the course (the
+template itself, a lesson being written, a test's copy of the template) is one call
+instead, `register(name, package)`: `playground run/predict/show NAME` and
+`get_lesson` find it, and nothing lists it (the home screen, `playground list` and
+every loop over LESSONS see the course alone). Either way a lesson's package is
+imported the first time it is asked for, never all of them at once.
 
 Imports: lesson definitions only (no torch).
 """
@@ -34,8 +40,37 @@ NAMES: tuple[str, ...] = (
 )
 
 
+# Lessons found by name but listed nowhere: name -> package (`register`). The template
+# is one: `playground predict template` shows the package docs/adding-a-lesson.md copies.
+_UNLISTED: dict[str, str] = {"template": "scenarios._template"}
+
+
+def package_of(name: str) -> str:
+    """The package of lesson `name`: a registered one's, else scenarios/<name with _>/."""
+    return _UNLISTED.get(name) or f"scenarios.{name.replace('-', '_')}"
+
+
+def register(name: str, package: str) -> None:
+    """Make lesson `name`, the `LESSON` of `<package>.lesson`, known by name without
+    listing it: `register("lesson-copy", "lesson_copy")`. The package is imported when
+    the lesson is first asked for; its rank processes import it too, so it must be
+    importable there (on sys.path as the ranks start). A course lesson cannot be
+    replaced (ValueError); registering a name again replaces what it stood for."""
+    if name in NAMES:
+        raise ValueError(f"{name!r} is a lesson of the course; pick another name")
+    _UNLISTED[name] = package
+    LESSONS.forget(name)
+
+
+def unregister(name: str) -> None:
+    """Forget a lesson `register` added (a test cleaning up after itself)."""
+    _UNLISTED.pop(name, None)
+    LESSONS.forget(name)
+
+
 class _Lessons(Mapping[str, Lesson]):
-    """name -> Lesson, each lesson's package imported the first time it is asked for."""
+    """name -> Lesson, each lesson's package imported the first time it is asked for.
+    Iterating gives the course (`names`); looking up also finds registered lessons."""
 
     def __init__(self, names: tuple[str, ...]) -> None:
         self._names = names
@@ -44,13 +79,15 @@ class _Lessons(Mapping[str, Lesson]):
     def __getitem__(self, name: str) -> Lesson:
         lesson = self._loaded.get(name)
         if lesson is None:
-            if name not in self._names:
+            if name not in self:
                 raise KeyError(name)
-            package = name.replace("-", "_")
-            module = importlib.import_module(f"scenarios.{package}.lesson")
+            module = importlib.import_module(f"{package_of(name)}.lesson")
             lesson = self._loaded[name] = module.LESSON
             assert lesson.name == name, f"{module.__name__} defines {lesson.name!r}, not {name!r}"
         return lesson
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names or name in _UNLISTED
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)
@@ -58,8 +95,12 @@ class _Lessons(Mapping[str, Lesson]):
     def __len__(self) -> int:
         return len(self._names)
 
+    def forget(self, name: str) -> None:
+        """Drop the lesson loaded under `name` (its registration changed)."""
+        self._loaded.pop(name, None)
 
-LESSONS: Mapping[str, Lesson] = _Lessons(NAMES)
+
+LESSONS = _Lessons(NAMES)
 
 # Lessons of the unit not built yet (none now: every one has its package).
 PLANNED: tuple[LessonInfo, ...] = ()
