@@ -3,10 +3,14 @@
 Shared by the terminal widgets (playground.widgets) and the HTML exports
 (playground.export), so a kind or a category looks the same in the app and in
 a file a learner opens later. Tableau-like hues, distinguishable side by side:
-compute kinds in one family, communication in another, barriers grey.
+compute kinds in one family, communication in another, barriers grey. A
+collective's colour is its kind's (runtime.sim.collective_kinds), so a kind a
+lesson registers brings its own.
 
-Pure data: no imports.
+Imports: runtime.sim.collective_kinds only.
 """
+
+from runtime.sim.collective_kinds import KINDS
 
 KIND_COLORS: dict[str, str] = {
     "F": "#4E79A7",
@@ -20,11 +24,7 @@ KIND_COLORS: dict[str, str] = {
     "sendrecv": "#59A14F",
     "send": "#8CD17D",
     "recv": "#499894",
-    "all_reduce": "#D37295",
-    "reduce_scatter": "#A0CBE8",
-    "all_gather": "#86BCB6",
-    "broadcast": "#FABFD2",
-    "barrier": "#BAB0AC",
+    **{name: kind.color for name, kind in KINDS.items()},
     "wait": "#6B6B6B",
 }
 

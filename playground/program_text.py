@@ -8,7 +8,8 @@ docs/design.md: schedules are data, printed like torch.distributed.pipelining's
     F0@s5        the same on stage 5, when a rank holds several stages (interleaved)
     →1  ←3       send to rank 1, receive from rank 3
     →1←3         a ring step: send to 1 while receiving from 3
-    AR RS AG BC  all-reduce, reduce-scatter, all-gather, broadcast (·uK: of unit K)
+    AR RS AG BC  all-reduce, reduce-scatter, all-gather, broadcast (·uK: of unit K;
+                 each collective kind's token: runtime.sim.collective_kinds)
     |            a barrier
 
 grouped by series (a schedule, a ZeRO stage) and, when the Program repeats
@@ -23,15 +24,8 @@ from itertools import groupby
 from typing import Any
 
 from playground.i18n import default_language, t
+from runtime.sim.collective_kinds import lookup
 from runtime.sim.program import Action, Program
-
-COLLECTIVE_TOKENS = {
-    "all_reduce": "AR",
-    "reduce_scatter": "RS",
-    "all_gather": "AG",
-    "broadcast": "BC",
-    "barrier": "|",
-}
 
 
 def token(action: Action, several_stages: bool = False) -> str:
@@ -43,8 +37,8 @@ def token(action: Action, several_stages: bool = False) -> str:
     if action.kind == "sendrecv":
         return f"→{action.dst}←{action.src}"
     unit = f"·u{action.chunk}" if action.chunk is not None and action.microbatch is None else ""
-    if action.kind in COLLECTIVE_TOKENS:
-        return COLLECTIVE_TOKENS[action.kind] + (unit if action.kind != "barrier" else "")
+    if action.is_collective:  # its kind's token (runtime.sim.collective_kinds)
+        return lookup(action.kind).token + (unit if action.kind != "barrier" else "")
     name = action.label.split()[0] if action.kind == "compute" and action.label else action.kind
     if action.microbatch is not None:
         stage = f"@s{action.stage}" if several_stages and action.stage is not None else ""

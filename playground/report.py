@@ -24,7 +24,7 @@ from playground.prediction_error import budget_lines, budget_words
 from playground.session import Outcome, UsageError
 from runtime.engine.files import NotRegularFile, check_regular
 from runtime.fit import calibration
-from runtime.sim.costmodel import WAKE, CostModel
+from runtime.sim.costmodel import CostModel
 from runtime.sim.units import format_seconds
 from scenarios.metrics import finite
 
@@ -185,7 +185,7 @@ def report_calibration(model: CostModel, as_json: bool, compact: bool = False) -
                 adam=f"{rates.adam_s_per_element * 1e9:.2f}",
                 adam_tensor=format_seconds(rates.adam_s_per_tensor),
                 op=format_seconds(rates.op_seconds()),
-                wake=format_seconds(model.compute.get(WAKE, 0.0)),
+                wake=format_seconds(model.corrections.wake),
                 disk=f"{rates.disk_bytes_per_s / 1e6:.0f}",
                 ckpt=format_seconds(rates.checkpoint_s),
             )

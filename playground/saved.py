@@ -25,7 +25,6 @@ from playground.usage import os_reason
 from runtime.engine.files import NotRegularFile, TooLarge, read_bounded
 from runtime.engine.launch import LaunchResult
 from runtime.fit import calibration
-from runtime.sim.compute import ComputeRates
 from runtime.sim.costmodel import CostModel
 from runtime.sim.profiles import PROFILES
 
@@ -102,11 +101,12 @@ def _replay_file(path: Path) -> Outcome:
         measured = schema.timeline(doc.measured, doc.counters, doc.marks)
     profile = PROFILES["cpu-default"]
     if doc.profile is not None:
-        fields = schema.msgspec.structs.asdict(doc.profile)
-        if doc.profile.rates is not None:
-            fields["rates"] = ComputeRates(**schema.msgspec.structs.asdict(doc.profile.rates))
-        fields["slow"] = tuple(doc.profile.slow)
-        profile = CostModel(**fields)
+        # As plain data: CostModel.from_dict reads this format and the older one (its
+        # corrections kept as special keys of the compute table).
+        try:
+            profile = CostModel.from_dict(schema.msgspec.to_builtins(doc.profile))
+        except ValueError as exc:  # a collective scale's key that is not one
+            raise schema.SavedRunError(f"$.profile: {exc}") from None
     return Outcome(
         lesson,
         params,

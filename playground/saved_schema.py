@@ -7,7 +7,8 @@ msgspec, which stops at the first field that is wrong and names it
 (`$.measured[3].rank`): strings are bounded and free of control characters (so
 nothing printed can drive the terminal), numbers are finite and bounded, lists
 are bounded, and nesting is only what the types allow. The lesson's params are
-then parsed by the lesson's own Params, like the CLI's.
+then parsed by the lesson's own Params, like the CLI's. The bounded scalar types are
+playground.saved_types'; the saved cost model's, playground.saved_profile.
 
 Imports: msgspec and the pure timeline types; never torch.
 """
@@ -20,6 +21,20 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct
 
+from playground.saved_profile import ProfileDoc as ProfileDoc
+from playground.saved_profile import RatesDoc as RatesDoc
+from playground.saved_types import (
+    Bytes,
+    Index,
+    Name,
+    Number,
+    ParamValue,
+    Rank,
+    Scalar,
+    Seconds,
+    Text,
+    Time,
+)
 from runtime.sim.trace import Counter, Mark, Span, Timeline
 from scenarios.metrics import ALL_CATEGORIES, UNITS, Curve, Metric
 
@@ -28,20 +43,6 @@ from scenarios.metrics import ALL_CATEGORIES, UNITS, Curve, Metric
 # bytes, at most SIDECAR_MAX_BYTES.
 MAX_FILE_BYTES = 256 * 2**20
 SIDECAR_MAX_BYTES = 2**20
-PRINTABLE = r"^[^\x00-\x1f\x7f-\x9f]*$"  # no control characters (C0, DEL, C1)
-
-Name = Annotated[str, Meta(max_length=120, pattern=PRINTABLE)]
-Text = Annotated[str, Meta(max_length=2000, pattern=PRINTABLE)]
-Time = Annotated[float, Meta(ge=-1e9, le=1e9)]
-Rank = Annotated[int, Meta(ge=0, lt=1 << 20)]
-Index = Annotated[int, Meta(ge=0, lt=1 << 31)]
-Bytes = Annotated[int, Meta(ge=0, lt=1 << 62)]
-Number = Annotated[float, Meta(ge=-1e300, le=1e300)]
-# A metric's integer, bounded like a float: 10**400 passed as an int, and formatting or
-# the error (float()) ended in an OverflowError traceback.
-Int = Annotated[int, Meta(ge=-(1 << 62), le=1 << 62)]
-Scalar = bool | Int | Number | Text | None
-ParamValue = bool | int | Number | Text | Annotated[list[Text], Meta(max_length=64)]
 
 
 class SpanDoc(Struct, frozen=True):
@@ -102,65 +103,6 @@ class CurveDoc(Struct, frozen=True):
     log_x: bool = False
     x_unit: Literal[UNITS] = "s"  # type: ignore[valid-type]
     es: Annotated[dict[Text, Text], Meta(max_length=64)] = {}
-
-
-Rate = Annotated[float, Meta(gt=0, le=1e30)]
-Fraction = Annotated[float, Meta(gt=0, le=1)]
-
-
-class RatesDoc(Struct, frozen=True):
-    """runtime.sim.compute.ComputeRates, bounded."""
-
-    forward_flops_per_s: Rate
-    backward_flops_per_s: Rate
-    forward_overhead_s: Annotated[float, Meta(ge=0, le=1e3)]
-    backward_overhead_s: Annotated[float, Meta(ge=0, le=1e3)]
-    adam_s_per_element: Annotated[float, Meta(gt=0, le=1)]
-    disk_bytes_per_s: Rate = 5e8
-    checkpoint_s: Annotated[float, Meta(ge=0, le=1e3)] = 5e-3
-    adam_s_per_tensor: Annotated[float, Meta(ge=0, le=1e3)] = 0.0
-    sharded_forward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
-    sharded_backward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
-    sharded_adam_s: Annotated[float, Meta(ge=0, le=1e3)] = 1.5e-4
-    sharded_first_adam_s: Annotated[float, Meta(ge=0, le=1e3)] = 5e-3
-    parallel_forward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
-    parallel_backward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
-    forward_s_per_element: Annotated[float, Meta(ge=0, le=1)] = 0.0
-    backward_s_per_element: Annotated[float, Meta(ge=0, le=1)] = 0.0
-    op_s: Annotated[float, Meta(ge=0, le=1e3)] = 0.0
-    # Bi and W of a split backward over the full one (a CPU's Bi is nearly B).
-    split_input_fraction: Annotated[float, Meta(ge=0, le=10)] = 0.5
-    split_weight_fraction: Annotated[float, Meta(ge=0, le=10)] = 0.5
-    # fp16's and bf16's block over fp32's (a CPU's are several times slower).
-    fp16_slowdown: Annotated[float, Meta(gt=0, le=1e3)] | None = None
-    bf16_slowdown: Annotated[float, Meta(gt=0, le=1e3)] | None = None
-    peak_flops_per_s: Rate | None = None
-    achieved_fraction: Fraction | None = None
-    memory_bytes: Annotated[float, Meta(ge=0, le=1e18)] | None = None
-    source: Text = ""
-
-
-class ProfileDoc(Struct, frozen=True):
-    name: Text
-    alpha: Annotated[float, Meta(ge=0, le=1e6)]
-    beta: Annotated[float, Meta(ge=0, le=1e6)]
-    gamma: Annotated[float, Meta(ge=0, le=1e6)]
-    compute: Annotated[
-        dict[Text, Annotated[float, Meta(ge=0, le=1e12)]], Meta(max_length=100_000)
-    ] = {}
-    ranks_per_node: Annotated[int, Meta(ge=1, le=1 << 20)] | None = None
-    inter_alpha: Annotated[float, Meta(ge=0, le=1e6)] | None = None
-    inter_beta: Annotated[float, Meta(ge=0, le=1e6)] | None = None
-    cores: Annotated[int, Meta(ge=1, le=1 << 20)] | None = None
-    slow: Annotated[
-        list[tuple[Rank, Annotated[float, Meta(ge=1, le=100)]]], Meta(max_length=64)
-    ] = []
-    flops_per_s: Annotated[float, Meta(ge=0, le=1e30)] | None = None
-    rates: RatesDoc | None = None
-    collective_scale: Annotated[
-        dict[Text, Annotated[float, Meta(ge=0, le=1e6)]], Meta(max_length=100_000)
-    ] = {}
-    source: Text = ""
 
 
 # A real run records a few thousand spans (a pipeline of 256 microbatches: ~10k), and a
@@ -258,9 +200,6 @@ class TorchrunRank(Struct, frozen=True):
     counters: Counters = []
     backend: Name | None = None
     torch_version: Name | None = None
-
-
-Seconds = Annotated[float, Meta(ge=0, le=1e6)]
 
 
 class RankCosts(Struct, frozen=True):

@@ -1,17 +1,48 @@
-"""Shared test setup: a private calibration cache and run directory per test session."""
+"""Shared test setup: a private calibration cache and run directory per test session,
+Hypothesis's profiles, and a heap that stays cheap to collect."""
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
+from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 # Before any test imports the launcher: calibrations and rank logs of the suite
 # stay out of the user's cache.
 _SESSION_DIR = tempfile.mkdtemp(prefix="playground-tests-")
 os.environ.setdefault("PLAYGROUND_CACHE_DIR", os.path.join(_SESSION_DIR, "cache"))
 os.environ.setdefault("PLAYGROUND_RUNS_DIR", os.path.join(_SESSION_DIR, "runs"))
+
+# Hypothesis: HYPOTHESIS_PROFILE=ci (.ci/run sets it) runs every costly property with all
+# its examples; the default, "dev", runs a third of them (at least 10), so that
+# `pytest -m "not ranks"` stays a quick loop. Neither has a deadline: this shared 2-core
+# machine stalls for seconds at times, and a property that times itself says so.
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")
+settings.register_profile("dev", deadline=None)
+settings.register_profile("ci", deadline=None, print_blob=True)
+settings.load_profile(PROFILE)
+
+
+def examples(full: int) -> int:
+    """How many examples a costly property runs under this session's profile: `full`
+    under "ci", a third of it (at least 10) otherwise."""
+    return full if PROFILE == "ci" else max(10, full // 3)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _frozen_heap() -> Iterator[None]:
+    """What the modules before left alive (torch, plotly, the Pilot tests' apps: half a
+    million objects by the end of a session) is collected once and frozen as each module
+    starts: the collections the tests run then traverse their own objects only (a full
+    collection of that heap took ~0.3 s, and predict's fuzzing collects per example).
+    Garbage is collected before each freeze; objects that are alive stay so."""
+    gc.collect()
+    gc.freeze()
+    yield
 
 
 @pytest.fixture

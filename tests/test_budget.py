@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from datetime import date
 from pathlib import Path
 
 import pytest
+from cli_server import run_cli
 
 from scenarios.why_distribute import ledger
 from scenarios.why_distribute.budget import Estimate, EstimateError, Verdict, sentence
@@ -26,13 +26,7 @@ def budget(tmp_path: Path, *args: str, clock: str = "1") -> subprocess.Completed
         "PLAYGROUND_BUDGET_CLOCK": clock,
         "PLAYGROUND_LANG": "en",
     }
-    return subprocess.run(
-        [sys.executable, "-m", "playground.cli", "budget", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    return run_cli(["budget", *args], env=env, timeout=60)  # its own process (cli_server)
 
 
 def test_the_courses_sentence():
@@ -66,9 +60,9 @@ def test_guard_refuses_over_budget_with_exit_3_and_records_it(tmp_path):
 
 def test_guard_kills_at_the_budget_and_the_ledger_has_both_entries(tmp_path):
     budget(tmp_path, "guard", "--budget", "1", *RTX, "--price", "0.35", "--", "sleep", "60")
-    # $0.01 an hour, one billed hour per real second: the $0.02 budget is reached in ~2 s
+    # $0.01 an hour, ten billed hours per real second: the $0.02 budget is reached in ~0.2 s
     args = ["--gpu", "rtx4090", "--count", "1", "--hours", "0.001", "--price", "0.01"]
-    out = budget(tmp_path, "guard", "--budget", "0.02", *args, "--", "sleep", "60", clock="3600")
+    out = budget(tmp_path, "guard", "--budget", "0.02", *args, "--", "sleep", "60", clock="36000")
     assert out.returncode == 3, out.stderr
     assert "Killed: its spend reached $0.02" in out.stdout
     book = ledger.read(tmp_path / "ledger.jsonl")

@@ -268,7 +268,8 @@ def test_real_checkpoints_hold_every_piece_of_state() -> None:
 
 # -- the typed lesson contract, without ranks ------------------------------------------------
 def test_params_are_typed_with_todays_defaults_and_round_trip() -> None:
-    from scenarios.failure_resume.lesson import LESSON, ResumeParams
+    from scenarios.failure_resume.lesson import LESSON
+    from scenarios.failure_resume.params import ResumeParams
     from scenarios.shape import GPTShape
 
     params = LESSON.parse({}, "run")
@@ -335,7 +336,8 @@ def test_a_larger_model_is_refused_only_on_a_real_run() -> None:
 
 
 def test_programs_of_any_world_and_the_restart_policy() -> None:
-    from scenarios.failure_resume.lesson import LESSON, build_for
+    from scenarios.failure_resume.lesson import LESSON
+    from scenarios.failure_resume.program import build_for
 
     params = LESSON.parse({"steps": "6", "checkpoint_every": "3", "sharding": "zero1"}, "run")
     program = LESSON.build(params)
@@ -361,7 +363,7 @@ def test_programs_of_any_world_and_the_restart_policy() -> None:
 def _fake_run(params, timeline):  # noqa: ANN001, ANN202 - test helper
     from runtime.engine.restart import FailureReport, RestartReport
     from scenarios.base import RunData
-    from scenarios.failure_resume.lesson import ResumeResult
+    from scenarios.failure_resume.params import ResumeResult
 
     result = ResumeResult(
         bitwise_equal=True,

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import examples
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from jsonraw import Raw, dumps
@@ -245,7 +246,7 @@ def check_cli_outcome(status: int, out: str, err: str, known_bad: bool, as_json:
 
 @pytest.mark.parametrize("scenario", sorted(LESSONS))
 @pytest.mark.parametrize("command", ["predict", "show"])
-@settings(max_examples=40, **FAST)
+@settings(max_examples=examples(40), **FAST)
 @given(data=st.data())
 def test_cli_params_never_crash(command: str, scenario: str, data: st.DataObject) -> None:
     args, known_bad = data.draw(cli_params(scenario), label="args")
@@ -410,7 +411,7 @@ BASES = {
 }
 
 
-@settings(max_examples=200, **FAST)
+@settings(max_examples=examples(200), **FAST)
 @given(data=st.data())
 def test_replay_of_mutated_documents_never_crashes(data: st.DataObject) -> None:
     doc = BASES[data.draw(st.sampled_from(sorted(BASES)), label="base")]
@@ -430,7 +431,7 @@ TORCHRUN = {
 }
 
 
-@settings(max_examples=150, **FAST)
+@settings(max_examples=examples(150), **FAST)
 @given(data=st.data())
 def test_replay_of_mutated_torchrun_dirs_never_crashes(data: st.DataObject) -> None:
     files: dict[str, Any] = dict(TORCHRUN)
@@ -573,7 +574,7 @@ def generated_outcome(data: st.DataObject, label: Labels) -> Outcome:
 ALWAYS_SHOWN = ("predicted label", "measured label", "metric name", "mark label", "kind")
 
 
-@settings(max_examples=20, **FAST)
+@settings(max_examples=examples(20), **FAST)
 @given(data=st.data())
 def test_html_export_escapes_every_generated_string(data: st.DataObject) -> None:
     label = Labels(data)

@@ -43,8 +43,8 @@ def neutral_action(action: Action) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields(action):
         value = getattr(action, f.name)
-        if f.name == "effects":
-            continue
+        if f.name == "effects" or (f.name == "sizes" and value is None):
+            continue  # the effects are flattened below; per-member sizes came later
         if f.name == "args":
             value = dict(value)
         out[f.name] = value

@@ -17,16 +17,17 @@ from dataclasses import replace
 import pytest
 from test_hostile_replay import cli, one_line_error
 
-from runtime.sim.costmodel import DISPATCH, series_key
 from runtime.sim.profiles import PROFILES
 from runtime.sim.simulate import simulate
 from runtime.sim.trace import Timeline
 from scenarios.inference import report
 from scenarios.inference.blocks import BlockManager
 from scenarios.inference.latency import occupancy, served
-from scenarios.inference.lesson import LESSON, InferenceParams, layout
+from scenarios.inference.lesson import LESSON
+from scenarios.inference.params import InferenceParams
 from scenarios.inference.plan import Serving, plan
 from scenarios.inference.predict import lump, on_clock
+from scenarios.inference.program import layout
 from scenarios.inference.stepmodel import Shape, planning_device
 from scenarios.inference.trace import Request, TraceSpec, make_trace
 from scenarios.metrics import find
@@ -375,7 +376,7 @@ def test_tp_and_pp_decode_on_two_ranks_give_torchs_greedy_tokens():
     assert tp["value"] == tp["predicted"] == 2 * 2 + 1  # 2 layers: 4 all-reduces + 1 gather
     # After the run, the model holds the gap its ranks left between two actions, per
     # series (runtime.fit.refine.refine_dispatch), and the prediction puts it before each one.
-    gap = report["profile"]["compute"][series_key("tp", DISPATCH)]
+    gap = report["profile"]["corrections"]["series_dispatch"]["tp"]
     assert 0 < gap < 1e-3
     predicted = sorted(
         (s for s in report["predicted"] if s["rank"] == 0 and s.get("series") == "tp"),

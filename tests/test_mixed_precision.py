@@ -197,17 +197,20 @@ def test_a_bucket_before_a_run_is_torchs_all_reduce_between_computes():
     the series' buckets replaces it."""
     from dataclasses import replace
 
-    from runtime.sim.costmodel import series_scale_key
+    from runtime.sim.corrections import ScaleKey
+    from runtime.sim.effects import NONBLOCKING
     from runtime.sim.program import Action
 
     bucket = Action("b@r0", 0, "all_reduce", group=(0, 1), bytes=2**16, algorithm="builtin",
-                    series="fp32/hand", args=(("nonblocking", True),))  # fmt: skip
+                    series="fp32/hand", effects=NONBLOCKING)  # fmt: skip
     model = CostModel("cpu", 1e-4, 1e-9, 1e-10)
     formula = model.collective_formula(bucket)
     assert model.collective_time(bucket) == pytest.approx(formula)
-    busy = replace(model, collective_scale={"builtin.all_reduce": 1.5})
+    calibrated = ScaleKey("all_reduce", builtin=True)
+    busy = replace(model, collective_scale={calibrated: 1.5})
     assert busy.collective_time(bucket) == pytest.approx(1.5 * formula)
-    ran = replace(busy, collective_scale={"builtin.all_reduce": 1.5, series_scale_key(bucket): 3.0})
+    own = ScaleKey("all_reduce", series="fp32/hand", timing="async")
+    ran = replace(busy, collective_scale={calibrated: 1.5, own: 3.0})
     assert ran.collective_time(bucket) == pytest.approx(3.0 * formula)
 
 
@@ -338,6 +341,7 @@ def test_simulator_overlaps_nonblocking_collectives_and_waits_for_them():
     """runtime.sim.simulate's non-blocking collectives: launched, the rank goes on; they run one
     after another on the rank's stream, from the last member's launch; `wait` ends with
     the last; a launch some member never makes is a deadlock, and an unwaited one refused."""
+    from runtime.sim.effects import NONBLOCKING
     from runtime.sim.program import Action, Program, ProgramError
     from runtime.sim.simulate import DeadlockError
 
@@ -346,7 +350,7 @@ def test_simulator_overlaps_nonblocking_collectives_and_waits_for_them():
 
     def rank(r: int, first: str) -> list[Action]:
         ar = {"kind": "all_reduce", "bytes": 8, "group": group, "algorithm": "builtin",
-              "args": (("nonblocking", True),)}  # fmt: skip
+              "effects": NONBLOCKING}  # fmt: skip
         return [
             Action(f"a{r}", r, "B", cost_key=first),
             Action(f"ar0@{r}", r, **ar),  # type: ignore[arg-type]

@@ -9,13 +9,13 @@ import json
 import os
 import signal
 import stat
-import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+from cli_server import CliProcess
 
 from playground.cli import main
 from scenarios.why_distribute import ledger, ledger_lock
@@ -206,18 +206,17 @@ def _env(path: Path, marker: str, clock: str = "3600") -> dict[str, str]:
     }
 
 
-def _guard(path: Path, marker: str, budget: str, *job: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "playground.cli", "budget", "guard", *FAST]
-    return subprocess.Popen(
-        [*argv, "--budget", budget, "--", *job],
-        env=_env(path, marker),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def _guard(path: Path, marker: str, budget: str, *job: str) -> CliProcess:
+    """`playground budget guard … -- JOB` started as its own process, as Popen would start
+    it (tests/cli_server.py: forked from one that has the CLI imported, so that fifty of
+    them start at once without fifty interpreters' imports). Its job, and anything the job
+    starts, carries the marker in its environment; the guard itself is never looked for
+    by it (`_marked` leaves it out)."""
+    argv = ["budget", "guard", *FAST, "--budget", budget, "--", *job]
+    return CliProcess(argv, env=_env(path, marker))
 
 
-def _marked(marker: str, guard: subprocess.Popen[str] | None = None) -> list[int]:
+def _marked(marker: str, guard: CliProcess | None = None) -> list[int]:
     """Live processes carrying the marker in their environment (the guard's own aside)."""
     needle = f"MONEY_GUARD_MARKER={marker}".encode()
     found = []

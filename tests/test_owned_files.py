@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import socket
 import stat
@@ -28,6 +27,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_server import run_cli
 
 from playground import saved_schema
 from playground.saved_schema import MAX_OBJECTS, RunDoc, SavedRunError
@@ -55,20 +55,14 @@ def _keep_umask():
     os.umask(before)
 
 
-def _limit_memory() -> None:  # today's reader grew to a MemoryError: stop it at 1 GiB
-    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+MEMORY_LIMIT = 1 << 30  # today's reader grew to a MemoryError: stop it at 1 GiB
 
 
 def playground(*args: str, timeout: float = 30, **env: str) -> subprocess.CompletedProcess:
-    """`playground ARGS` in a subprocess, bounded in time and memory."""
-    return subprocess.run(
-        [sys.executable, "-c", CLI, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        preexec_fn=_limit_memory,
-        env={**os.environ, "PLAYGROUND_LANG": "en", **env},
-    )
+    """`playground ARGS` in a process of its own (tests/cli_server.py: forked from one that
+    has the CLI imported), bounded in time and memory."""
+    env = {**os.environ, "PLAYGROUND_LANG": "en", **env}
+    return run_cli(args, env=env, timeout=timeout, entry="main", memory_limit=MEMORY_LIMIT)
 
 
 def one_line(done: subprocess.CompletedProcess) -> str:

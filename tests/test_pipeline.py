@@ -23,14 +23,8 @@ from runtime.sim.trace import Timeline
 from scenarios.metrics import Metric, find
 from scenarios.params import ParamError
 from scenarios.pipeline.executor import PipelineExecutor
-from scenarios.pipeline.lesson import (
-    LESSON,
-    PipelineParams,
-    PipelineResult,
-    build,
-    estimate,
-    metrics,
-)
+from scenarios.pipeline.lesson import LESSON, build, estimate, metrics
+from scenarios.pipeline.params import PipelineParams, PipelineResult
 
 SMALL = {"layers": "4", "hidden": "32", "seq": "16", "microbatch_size": "4"}
 UNIT = PROFILES["unit"]

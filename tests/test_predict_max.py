@@ -21,9 +21,9 @@ import pytest
 from runtime.sim.profiles import PROFILES
 from scenarios.inference import predict as inference_predict
 from scenarios.inference.goodput import predicted_goodput
-from scenarios.inference.lesson import layout
+from scenarios.inference.program import layout
 from scenarios.mixed_precision import buckets, sweep
-from scenarios.mixed_precision.lesson import MAX_PREDICT_LAYERS
+from scenarios.mixed_precision.params import MAX_PREDICT_LAYERS
 from scenarios.mixed_precision.plan import variants
 from scenarios.params import ParamError
 from scenarios.registry import LESSONS, get_lesson

@@ -20,11 +20,12 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from conftest import examples
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_hostile_replay import cli
 
-from runtime.sim.costmodel import WAKE, CostModel
+from runtime.sim.costmodel import CostModel
 from runtime.sim.profiles import PROFILES
 from runtime.sim.simulate import simulate
 from runtime.sim.trace import Timeline
@@ -41,8 +42,8 @@ MODELS = {
     "cpu": PROFILES["cpu-default"],
     "two-cores": replace(PROFILES["cpu-default"], cores=2),  # ranks share cores
     "nodes": PROFILES["h100-nvlink"],  # 8 ranks per node, slower links between nodes
-    # As calibrated here: a compute right after a wait pays a wake-up (runtime.sim.costmodel)
-    "woken": replace(PROFILES["cpu-default"], cores=2, compute={WAKE: 1e-4}),
+    # As calibrated here: a compute right after a wait pays a wake-up (Corrections.wake)
+    "woken": replace(PROFILES["cpu-default"], cores=2).corrected(wake=1e-4),
 }
 
 
@@ -359,14 +360,16 @@ def predict_commands(draw: st.DrawFn) -> list[str]:
 
 
 @settings(
-    max_examples=120,
+    max_examples=examples(120),  # all 120 under HYPOTHESIS_PROFILE=ci (tests/conftest.py)
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
 @given(predict_commands())
 def test_predict_exits_0_or_2_in_one_line_and_never_takes_2_seconds(args: list[str]) -> None:
-    gc.collect()  # time the command, not a collection of this test process's garbage
+    # Time the command, not a collection of this test process's garbage. (What earlier
+    # modules left is frozen, tests/conftest.py: this collects this module's own objects.)
+    gc.collect()
     started, cpu_started = time.perf_counter(), time.process_time()
     status, out, err = cli(*args)  # an exception (a traceback) fails the test
     cpu = time.process_time() - cpu_started

@@ -7,12 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from runtime.sim import formulas
 from runtime.sim.profiles import PROFILES
 from runtime.sim.program import ProgramError
 from runtime.sim.simulate import simulate
 from scenarios.params import ParamError
-from scenarios.pipeline import orders, schedules
+from scenarios.pipeline import formulas, orders, schedules
 from scenarios.pipeline.schedules import ScheduleError, Shape
 
 UNIT = PROFILES["unit"]

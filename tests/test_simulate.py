@@ -8,7 +8,9 @@ import pytest
 
 from runtime.engine import collectives
 from runtime.sim import formulas
+from runtime.sim.corrections import ScaleKey
 from runtime.sim.costmodel import CostModel
+from runtime.sim.effects import NONBLOCKING, SYNCED, UNTIMED
 from runtime.sim.profiles import get_profile
 from runtime.sim.program import Action, Program, ProgramError
 from runtime.sim.simulate import DeadlockError, simulate
@@ -329,8 +331,8 @@ def test_refine_collectives_scales_each_kind_by_the_runs_median_ratio() -> None:
     formula = model.collective_formula(program.ranks[0][0])  # 2(n-1)·α = 2 ms
     refined = refine_collectives(model, program, Timeline(spans))
     assert refined.collective_scale == {
-        "all_reduce": pytest.approx(5e-3 / formula),
-        "all_reduce@8/2": pytest.approx(5e-3 / formula),  # the one size it timed
+        ScaleKey("all_reduce"): pytest.approx(5e-3 / formula),
+        ScaleKey("all_reduce", size=(8, 2)): pytest.approx(5e-3 / formula),  # the size it timed
     }
     assert refined.collective_time(program.ranks[0][0]) == pytest.approx(5e-3)
     assert "collectives as measured" in refined.source
@@ -358,8 +360,9 @@ def test_each_series_keeps_the_collective_scale_its_run_timed() -> None:
             program.add(action)
             spans.append(Span(rank, "all_reduce", series, step, step + took, action_id=action.id))
     refined = refine_collectives(model, program, Timeline(spans))
-    assert refined.collective_scale["a:all_reduce@8/2"] == pytest.approx(2e-3 / 2e-3)
-    assert refined.collective_scale["b:all_reduce"] == pytest.approx(6e-3 / 2e-3)
+    scales = refined.collective_scale
+    assert scales[ScaleKey("all_reduce", series="a", size=(8, 2))] == pytest.approx(2e-3 / 2e-3)
+    assert scales[ScaleKey("all_reduce", series="b")] == pytest.approx(6e-3 / 2e-3)
     predicted = simulate(program, refined)
     took = {(s.series, s.rank): s.end - s.start for s in predicted.spans}
     assert took[("a", 0)] == pytest.approx(2e-3) and took[("b", 1)] == pytest.approx(6e-3)
@@ -442,7 +445,7 @@ def test_refine_scales_a_spelled_out_ring_as_measured() -> None:
         [replace(s, start=s.start * 1.5 + 1e-3, end=s.end * 1.5 + 1e-3) for s in before.spans]
     )
     refined = refine_collectives(MODEL, program, measured, before)
-    assert refined.collective_scale["sendrecv"] == pytest.approx(1.5)
+    assert refined.collective_scale[ScaleKey("sendrecv")] == pytest.approx(1.5)
     assert simulate(program, refined).makespan == pytest.approx(1.5 * before.makespan, rel=1e-6)
 
 
@@ -455,7 +458,6 @@ def test_refine_costs_a_ring_by_its_steps_and_the_gaps_between_them_apart() -> N
 
     from runtime.fit.refine import refine_dispatch
     from runtime.fit.refine_collectives import refine_collectives
-    from runtime.sim.costmodel import DISPATCH, series_key
     from runtime.sim.trace import Span, Timeline
 
     schedule = collectives.ring_all_reduce(list(range(4)), 2**18, 4)
@@ -472,9 +474,9 @@ def test_refine_costs_a_ring_by_its_steps_and_the_gaps_between_them_apart() -> N
 
     measured = Timeline([later(span) for span in before.spans])
     refined = refine_collectives(MODEL, program, measured, before)
-    assert refined.collective_scale["sendrecv"] == pytest.approx(2.0)
+    assert refined.collective_scale[ScaleKey("sendrecv")] == pytest.approx(2.0)
     refined = refine_dispatch(refined, program, measured)
-    assert refined.compute[series_key("ring", DISPATCH)] == pytest.approx(gap)
+    assert refined.corrections.series_dispatch["ring"] == pytest.approx(gap)
     assert simulate(program, refined).makespan == pytest.approx(measured.makespan, rel=1e-6)
 
 
@@ -485,7 +487,6 @@ def test_refine_dispatch_lets_a_barriers_members_go_as_the_run_did() -> None:
     from dataclasses import replace
 
     from runtime.fit.refine import refine_dispatch
-    from runtime.sim.costmodel import EXIT_LAG, series_key
     from runtime.sim.program import barriers
     from runtime.sim.trace import Timeline
 
@@ -511,8 +512,7 @@ def test_refine_dispatch_lets_a_barriers_members_go_as_the_run_did() -> None:
     )
     refined = refine_dispatch(MODEL, program, measured)
     for rank in group:
-        key = series_key("ring", f"{EXIT_LAG}@r{rank}")
-        assert refined.compute[key] == pytest.approx(rank * lag)
+        assert refined.corrections.exit_lag[("ring", rank)] == pytest.approx(rank * lag)
     after = simulate(program, refined).by_action()
     first = {r: after[program.ranks[r][1].id].start for r in group}
     assert first[3] - first[0] == pytest.approx(3 * lag)
@@ -531,7 +531,6 @@ def test_a_rings_steps_do_not_pay_the_barriers_lags_twice() -> None:
 
     from runtime.fit.refine import exit_lags, refine_dispatch
     from runtime.fit.refine_collectives import refine_collectives
-    from runtime.sim.costmodel import EXIT_LAG, series_key
     from runtime.sim.program import barriers
     from runtime.sim.trace import Timeline
 
@@ -543,14 +542,14 @@ def test_a_rings_steps_do_not_pay_the_barriers_lags_twice() -> None:
         for r in group:
             program.add(start[r])
             program.extend(replace(a, series="ring") for a in ring[r])
-    lags = {series_key("ring", f"{EXIT_LAG}@r{r}"): r * lag for r in group}
-    truth = simulate(program, replace(MODEL, compute={**MODEL.compute, **lags}))
+    lags = {("ring", r): r * lag for r in group}
+    truth = simulate(program, MODEL.corrected(exit_lag=lags))
     leaving = {a.id for a in program.actions() if a.kind == "barrier"}
     measured = Timeline(
         [replace(s, end=s.end + s.rank * lag) if s.action_id in leaving else s for s in truth.spans]
     )
     refined = refine_collectives(MODEL, program, measured, simulate(program, MODEL))
-    assert refined.collective_scale["sendrecv"] == pytest.approx(1.0)
+    assert refined.collective_scale[ScaleKey("sendrecv")] == pytest.approx(1.0)
     refined = refine_dispatch(refined, program, measured)
     assert simulate(program, refined).makespan == pytest.approx(measured.makespan, rel=1e-9)
     partial = Timeline([s for s in measured.spans if s.action_id != "it0.b@r3"])
@@ -567,7 +566,6 @@ def test_barrier_lags_keep_their_spread_when_the_members_leave_in_no_fixed_order
     (0, then the mean second, then the mean last), given in the order of the ranks' own
     means: the spread a barrier had, and the same total."""
     from runtime.fit.refine import exit_lags
-    from runtime.sim.costmodel import EXIT_LAG, series_key
     from runtime.sim.program import barriers
     from runtime.sim.trace import Span
 
@@ -585,14 +583,13 @@ def test_barrier_lags_keep_their_spread_when_the_members_leave_in_no_fixed_order
     own = {r: sum(1e-3 * o.index(r) for o in orders) / len(orders) for r in group}
     assert own == pytest.approx({0: 0.75e-3, 1: 1e-3, 2: 1.25e-3})  # about the same
     lags = exit_lags(program, spans)
-    key = {r: series_key("ring", f"{EXIT_LAG}@r{r}") for r in group}
-    assert [lags[key[r]] for r in group] == pytest.approx([0.0, 1e-3, 2e-3])
+    assert [lags[("ring", r)] for r in group] == pytest.approx([0.0, 1e-3, 2e-3])
     assert sum(lags.values()) == pytest.approx(sum(own.values()))
 
 
 def test_refine_builtin_collectives_apart_from_ddp_buckets() -> None:
-    """Torch's own blocking collectives get a scale of their own (builtin.<kind>); a
-    non-blocking one (a DDP bucket) one of its own (async.<kind>); one whose work is
+    """Torch's own blocking collectives get a scale of their own (ScaleKey.builtin); a
+    non-blocking one (a DDP bucket) one of its own (timing "async"); one whose work is
     inside another span (torch DDP's, inside B) costs nothing once that span is timed."""
     from runtime.fit.refine_collectives import refine_collectives
     from runtime.sim.trace import Span, Timeline
@@ -602,8 +599,8 @@ def test_refine_builtin_collectives_apart_from_ddp_buckets() -> None:
     took = 10 * MODEL.collective_formula(Action("x", 0, "all_reduce", group=(0, 1), bytes=8))
     variants = (
         ("tp", {}),
-        ("bucket", {"args": (("nonblocking", True),)}),
-        ("inside-b", {"args": (("untimed", True),)}),  # torch DDP's: its work is in B
+        ("bucket", {"effects": NONBLOCKING}),
+        ("inside-b", {"effects": UNTIMED}),  # torch DDP's: its work is in B
     )
     for name, extra in variants:
         for rank in (0, 1):
@@ -615,7 +612,7 @@ def test_refine_builtin_collectives_apart_from_ddp_buckets() -> None:
             spans.append(Span(rank, "all_reduce", "", 0.0, took, action_id=action.id))
     refined = refine_collectives(MODEL, program, Timeline(spans))
     tp, bucket, inside = program.ranks[0]
-    assert set(refined.collective_scale) == {
+    assert {key.text() for key in refined.collective_scale} == {
         "builtin.all_reduce",
         "builtin.all_reduce@8/2",
         "async.all_reduce",
@@ -632,7 +629,6 @@ def test_refine_ddp_buckets_per_series_from_when_each_could_start() -> None:
     the members' median end, as the simulator runs them; per step their sum over the
     formula's, the median over steps; each series its own scale."""
     from runtime.fit.refine_collectives import refine_collectives
-    from runtime.sim.costmodel import series_scale_key
     from runtime.sim.trace import Span, Timeline
 
     program = Program(2)
@@ -648,17 +644,17 @@ def test_refine_ddp_buckets_per_series_from_when_each_could_start() -> None:
             for rank, (launch, end) in enumerate(members):
                 action = Action(
                     f"{series}{j}@r{rank}", rank, "all_reduce", group=(0, 1), bytes=8,
-                    algorithm="builtin", series=series, step=0, chunk=j,
-                    args=(("nonblocking", True),),
+                    algorithm="builtin", series=series, step=0, chunk=j, effects=NONBLOCKING,
                 )  # fmt: skip
                 program.add(action)
                 spans.append(
                     Span(rank, "all_reduce", "", launch * unit, end * unit, action_id=action.id)
                 )
     refined = refine_collectives(MODEL, program, Timeline(spans))
-    a, b = program.ranks[0][0], program.ranks[0][2]
-    assert refined.collective_scale[series_scale_key(a)] == pytest.approx(2.5)
-    assert refined.collective_scale[series_scale_key(b)] == pytest.approx(1.0)
+    a = program.ranks[0][0]
+    bucket = {series: ScaleKey("all_reduce", series=series, timing="async") for series in "ab"}
+    assert refined.collective_scale[bucket["a"]] == pytest.approx(2.5)
+    assert refined.collective_scale[bucket["b"]] == pytest.approx(1.0)
     assert refined.collective_time(a) == pytest.approx(2.5 * unit)
 
 
@@ -785,13 +781,12 @@ def test_replay_gives_each_series_its_own_cost_of_a_shared_key() -> None:
 
 def test_refine_p2p_times_messages_whose_receiver_waited_and_sends_hold_their_sender() -> None:
     from runtime.fit.refine import refine_p2p
-    from runtime.sim.costmodel import SEND_ISSUE
     from runtime.sim.trace import Span, Timeline
 
     program = Program(2)
     spans = []
     for k in range(4):
-        send = Action(f"s{k}", 0, "send", dst=1, bytes=1000, args=(("nonblocking", True),))
+        send = Action(f"s{k}", 0, "send", dst=1, bytes=1000, effects=NONBLOCKING)
         recv = Action(f"r{k}", 1, "recv", src=0, bytes=1000)
         program.add(send)
         program.add(recv)
@@ -802,7 +797,7 @@ def test_refine_p2p_times_messages_whose_receiver_waited_and_sends_hold_their_se
     refined = refine_p2p(MODEL, program, Timeline(spans))
     # the mean over messages (the stage behind a slow one pays its wait): 1 ms
     assert refined.alpha == pytest.approx(1e-3 - 1000 * MODEL.beta)
-    assert refined.compute[SEND_ISSUE] == pytest.approx(2e-4)
+    assert refined.corrections.send_issue == pytest.approx(2e-4)
     # The simulator holds each non-blocking send's sender for that long.
     simulated = simulate(program, refined).by_action()
     assert simulated["s0"].end - simulated["s0"].start == pytest.approx(2e-4)
@@ -843,8 +838,7 @@ def test_a_synced_compute_ends_on_every_member_when_the_slowest_has() -> None:
     base = replace(MODEL, compute={"F": 1e-3, "B": 2e-3})
     program = Program(2)
     for rank in (0, 1):
-        program.add(Action(f"f@r{rank}", rank, "F", cost_key="F", group=(0, 1),
-                           args=(("synced", True),)))  # fmt: skip
+        program.add(Action(f"f@r{rank}", rank, "F", cost_key="F", group=(0, 1), effects=SYNCED))
         program.add(Action(f"b@r{rank}", rank, "B", cost_key="B"))
     for model in (base, replace(base, cores=1)):  # alone, and sharing one core
         plain = simulate(program, model).by_action()
@@ -856,15 +850,14 @@ def test_a_synced_compute_ends_on_every_member_when_the_slowest_has() -> None:
 
 
 def test_a_compute_right_after_a_wait_pays_the_wake_up() -> None:
-    """The calibrated wake-up (runtime.sim.costmodel.WAKE) is paid by a compute that starts
+    """The calibrated wake-up (Corrections.wake) is paid by a compute that starts
     right after its rank blocked (a receive, a collective), not by one after another
     compute nor by a sender; after a run it is 0 (the measured compute holds it)."""
     from dataclasses import replace
 
     from runtime.fit.refine import refine
-    from runtime.sim.costmodel import WAKE
 
-    model = replace(MODEL, compute={"F": 1e-3, WAKE: 2e-4})
+    model = replace(MODEL, compute={"F": 1e-3}).corrected(wake=2e-4)
     program = Program(2)
     program.add(Action("f0", 0, "F", cost_key="F"))
     program.add(Action("s0", 0, "send", dst=1, bytes=8))
@@ -882,7 +875,7 @@ def test_a_compute_right_after_a_wait_pays_the_wake_up() -> None:
     assert spans["f1b"].duration == pytest.approx(1e-3)
     assert spans["g0"].duration == pytest.approx(1.2e-3)
     after = refine(model, [{"F": 1e-3}], what="F")
-    assert after.compute[WAKE] == 0.0
+    assert after.corrections.wake == 0.0
     assert simulate(program, after).by_action()["f1"].duration == pytest.approx(1e-3)
 
 
@@ -910,17 +903,16 @@ def _dispatch_program() -> Program:
 
 @pytest.mark.parametrize("cores", [None, 1])
 def test_a_rank_starts_each_action_the_dispatch_gap_after_its_last(cores: int | None) -> None:
-    """What a rank's executor spends between two actions (runtime.sim.costmodel.DISPATCH)
-    comes before every action but its first: a collective starts when the last member
-    has arrived after its gap, with the cores to themselves or shared."""
+    """What a rank's executor spends between two actions (Corrections.dispatch) comes
+    before every action but its first: a collective starts when the last member has
+    arrived after its gap, with the cores to themselves or shared."""
     from dataclasses import replace
 
-    from runtime.sim.costmodel import DISPATCH
-
     gap = 1e-4
-    model = replace(MODEL, compute={"F": 1e-3, DISPATCH: gap}, cores=cores)
+    plain_model = replace(MODEL, compute={"F": 1e-3}, cores=cores)
+    model = plain_model.corrected(dispatch=gap)
     program = _dispatch_program()
-    plain = simulate(program, replace(model, compute={"F": 1e-3})).by_action()
+    plain = simulate(program, plain_model).by_action()
     spans = simulate(program, model).by_action()
     for rank in (0, 1):
         assert spans[f"f@r{rank}"].start == 0.0
@@ -934,10 +926,9 @@ def test_a_rank_starts_each_action_the_dispatch_gap_after_its_last(cores: int | 
 def test_lockstep_ranks_pay_the_dispatch_gap_as_the_simulated_ones() -> None:
     from dataclasses import replace
 
-    from runtime.sim.costmodel import DISPATCH
     from runtime.sim.simulate import simulate_lockstep
 
-    model = replace(MODEL, compute={"F": 1e-3, DISPATCH: 1e-4}, cores=2)
+    model = replace(MODEL, compute={"F": 1e-3}, cores=2).corrected(dispatch=1e-4)
     program = Program(2)
     for rank in (0, 1):
         program.add(Action(f"f@r{rank}", rank, "F", cost_key="F"))
@@ -955,17 +946,18 @@ def test_refine_dispatch_is_the_mean_gap_between_a_series_actions() -> None:
     from dataclasses import replace
 
     from runtime.fit.refine import refine_dispatch
-    from runtime.sim.costmodel import DISPATCH, series_key
     from runtime.sim.trace import Timeline
 
-    own = series_key("s", DISPATCH)  # the gap of series "s", every action's here
+    def own(model: CostModel) -> float:  # the gap of series "s", every action's here
+        return model.corrections.series_dispatch["s"]
+
     model = replace(MODEL, compute={"F": 1e-3})
     program = _dispatch_program()
     gap = 3e-5
-    measured = simulate(program, replace(model, compute={"F": 1e-3, DISPATCH: gap}))
+    measured = simulate(program, model.corrected(dispatch=gap))
     refined = refine_dispatch(model, program, measured)
-    assert refined.compute[own] == pytest.approx(gap)
-    assert DISPATCH not in refined.compute
+    assert own(refined) == pytest.approx(gap)
+    assert refined.corrections.dispatch == 0.0  # no action outside a series
     assert "between two actions" in refined.source
     # A later series, a second after: its first action's wait is not the executor's.
     later = Program(2)
@@ -975,17 +967,17 @@ def test_refine_dispatch_is_the_mean_gap_between_a_series_actions() -> None:
     spans = [*measured.spans]
     spans += [replace(s, start=s.start + 1.0, end=s.end + 1.0, action_id=f"n@r{s.rank}",
                       series="t") for s in measured.spans if s.action_id in ("h@r0", "h@r1")]  # fmt: skip
-    assert refine_dispatch(model, later, Timeline(spans)).compute[own] == pytest.approx(gap)
+    assert own(refine_dispatch(model, later, Timeline(spans))) == pytest.approx(gap)
     # Step 0 is a warm-up: its gaps (made a millisecond here) are left out.
     late = [0.0 if s.action_id.startswith("f") else 1e-3 for s in measured.spans]
     slow_start = Timeline([replace(s, start=s.start + d, end=s.end + d)
                            for s, d in zip(measured.spans, late, strict=True)])  # fmt: skip
-    assert refine_dispatch(model, program, slow_start).compute[own] > 2 * gap
+    assert own(refine_dispatch(model, program, slow_start)) > 2 * gap
     warm = refine_dispatch(model, program, slow_start, warmup_steps=1)
-    assert warm.compute[own] == pytest.approx(gap)
+    assert own(warm) == pytest.approx(gap)
     # A rank slowed on purpose sleeps inside its spans: its gaps count as any rank's.
     slowed = replace(model, slow=((1, 3.0),))
-    assert refine_dispatch(slowed, program, measured).compute[own] == pytest.approx(gap)
+    assert own(refine_dispatch(slowed, program, measured)) == pytest.approx(gap)
 
 
 def _two_series_program() -> Program:
@@ -998,8 +990,7 @@ def _two_series_program() -> Program:
             program.add(Action(f"a{k}@r{rank}", rank, "F", cost_key="F", series="a", step=0))
         program.add(Action(f"b0@r{rank}", rank, "F", cost_key="F", series="b", step=0))
         program.add(Action(f"ar@r{rank}", rank, "all_reduce", group=(0, 1), bytes=1 << 20,
-                           algorithm="builtin", series="b", step=0,
-                           args=(("nonblocking", True),)))  # fmt: skip
+                           algorithm="builtin", series="b", step=0, effects=NONBLOCKING))  # fmt: skip
         for k in (1, 2):
             program.add(Action(f"b{k}@r{rank}", rank, "F", cost_key="F", series="b", step=0))
         program.add(Action(f"w@r{rank}", rank, "wait", series="b", step=0))
@@ -1011,19 +1002,19 @@ def _two_series_program() -> Program:
 def test_each_series_pays_its_own_dispatch_gap_and_a_run_gives_each_back(
     cores: int | None,
 ) -> None:
-    """A series' own gap (`<series>:dispatch.between_actions`) comes after each of its
-    actions, the shared DISPATCH after the others'; refined after a run, each series
+    """A series' own gap (Corrections.series_dispatch) comes after each of its actions,
+    the shared one (Corrections.dispatch) after the others'; refined after a run, each series
     gets back the gap it was simulated with. Two pairs are no measure of the gap and are
     left out: after a non-blocking launch (its span runs until the all-reduce ends,
     under the computes after it) and after a barrier (a series' setup follows it)."""
     from dataclasses import replace
 
     from runtime.fit.refine import refine_dispatch
-    from runtime.sim.costmodel import DISPATCH, series_key
     from runtime.sim.trace import Timeline
 
-    gaps = {series_key("a", DISPATCH): 2e-5, series_key("b", DISPATCH): 3e-4}
-    model = replace(MODEL, compute={"F": 1e-3, **gaps}, cores=cores)
+    gaps = {"a": 2e-5, "b": 3e-4}
+    plain = replace(MODEL, compute={"F": 1e-3}, cores=cores)
+    model = plain.corrected(series_dispatch=gaps)
     program = _two_series_program()
     spans = simulate(program, model).by_action()
     for rank in (0, 1):
@@ -1036,11 +1027,61 @@ def test_each_series_pays_its_own_dispatch_gap_and_a_run_gives_each_back(
     run = simulate(program, model)
     setup = Timeline([s if s.kind == "barrier" else replace(s, start=s.start + 0.01,
                       end=s.end + 0.01) for s in run.spans])  # fmt: skip
-    refined = refine_dispatch(replace(model, compute={"F": 1e-3}), program, setup)
-    for key, gap in gaps.items():
-        assert refined.compute[key] == pytest.approx(gap)
+    refined = refine_dispatch(plain, program, setup)
+    for series, gap in gaps.items():
+        assert refined.corrections.series_dispatch[series] == pytest.approx(gap)
     # A series' own gap wins over the shared one; a series without one pays the shared.
-    shared = replace(model, compute={"F": 1e-3, DISPATCH: 1e-4, series_key("a", DISPATCH): 2e-5})
+    shared = plain.corrected(dispatch=1e-4, series_dispatch={"a": 2e-5})
     spans = simulate(program, shared).by_action()
     assert spans["a1@r0"].start == pytest.approx(spans["a0@r0"].end + 2e-5)
     assert spans["b2@r0"].start == pytest.approx(spans["b1@r0"].end + 1e-4)
+
+
+def test_a_saved_model_reads_back_typed_in_either_format() -> None:
+    """A cost model's JSON (describe) reads back the same (from_dict); a file of the older
+    format, its corrections special keys of the compute table and its scales text keys,
+    reads back as the same typed corrections and scale keys."""
+    import json
+    from dataclasses import replace
+
+    model = replace(
+        MODEL,
+        compute={"F": 1e-3, "ring:F": 2e-3},
+        collective_scale={
+            ScaleKey("sendrecv"): 1.5,
+            ScaleKey("all_reduce", builtin=True): 1.2,
+            ScaleKey("all_gather", series="zero3", size=(64, 4)): 2.0,
+            ScaleKey("all_reduce", series="fp32/hand", timing="async"): 3.0,
+            ScaleKey("all_reduce", timing="untimed"): 0.0,
+        },
+    ).corrected(
+        send_issue=2e-4,
+        wake=1e-4,
+        dispatch=3e-5,
+        series_dispatch={"tp": 4e-5},
+        exit_lag={("ring", 1): 5e-4, (None, 2): 6e-4},
+    )
+    assert CostModel.from_dict(json.loads(json.dumps(model.describe()))) == model
+    old = {
+        **{k: v for k, v in model.describe().items() if k != "corrections"},
+        "compute": {
+            "F": 1e-3,
+            "ring:F": 2e-3,
+            "send.issue": 2e-4,
+            "wake.after_wait": 1e-4,
+            "dispatch.between_actions": 3e-5,
+            "tp:dispatch.between_actions": 4e-5,
+            "ring:barrier.exit_lag@r1": 5e-4,
+            "barrier.exit_lag@r2": 6e-4,
+        },
+    }
+    assert set(old["collective_scale"]) == {
+        "sendrecv",
+        "builtin.all_reduce",
+        "zero3:all_gather@64/4",
+        "fp32/hand:async.all_reduce",
+        "untimed.all_reduce",
+    }
+    assert CostModel.from_dict(old) == model
+    with pytest.raises(ValueError, match="not a collective scale's key"):
+        CostModel.from_dict({**old, "collective_scale": {"all_reduce@8/x": 1.0}})

@@ -17,7 +17,8 @@ from runtime.sim.simulate import simulate
 from scenarios.metrics import Metric
 from scenarios.registry import get_lesson
 from scenarios.tensor_parallel import memory
-from scenarios.tensor_parallel.lesson import LESSON, TPParams, build
+from scenarios.tensor_parallel.lesson import LESSON, build
+from scenarios.tensor_parallel.params import TPParams
 from scenarios.tensor_parallel.program import LOSS_PLACES, MISTAKES, hand_plan, phase, plan_counts
 
 TOL = 1e-5

@@ -35,8 +35,15 @@ STATUS = {"en": ("Predicted by", "Done"), "es": ("Predicho por", "Hecho")}
 
 
 def press_and_check(tmux: Tmux, key: str, where: str) -> None:
-    # A widget that raises does so on the redraw the key causes, well within the pause.
-    tmux.keys(key, pause=0.3)
+    # A widget that raises does so on the redraw the key causes: the screen changes (to
+    # the redraw, or to the traceback the pane keeps), and a moment later the app is
+    # still there or it is not. A key that changes nothing is given 0.3 s, as before.
+    # A crash that came later still fails the test: at the next key, or at the status
+    # line read after the keys (wait_for stops at a dead pane).
+    before = tmux.screen()
+    tmux.keys(key, pause=0)
+    tmux.changed(before, timeout=0.3)
+    time.sleep(0.1)
     assert tmux.running(), f"{key!r} {where} ended the app:\n{tmux.screen()}"
     if key == "?":  # the help screen (its key list says "Home End"), closed again
         tmux.wait_for("Home End", timeout=15)  # open before Esc: else Esc leaves the lesson
@@ -113,6 +120,7 @@ def test_every_panel_key_before_and_after_a_run_keeps_the_app(tmp_path: Path, nu
         tmux.wait_for(STATUS["en"][1], timeout=150)  # `l` pressed twice: English again
         press_panel_keys(tmux, "after the run")
         check_small_screen(tmux, lesson, STATUS["en"][1])
+        assert tmux.running(), f"the app ended after the keys:\n{tmux.screen()}"
         assert len(list(tmp_path.glob(f"playground-{lesson}-*.html"))) >= 1
     finally:
         tmux.kill()

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_server import run_cli
 
 from playground import session
 from runtime.engine import rundirs
@@ -66,13 +66,8 @@ def test_every_listening_socket_of_a_run_is_loopback() -> None:
 
 
 def _playground(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "playground.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PLAYGROUND_LANG": "en"},
-    )
+    # Its own process (tests/cli_server.py): these commands are refused before any rank.
+    return run_cli(args, env={**os.environ, "PLAYGROUND_LANG": "en"}, timeout=120)
 
 
 @pytest.mark.parametrize(

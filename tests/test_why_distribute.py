@@ -10,6 +10,7 @@ import sys
 from dataclasses import replace
 
 import pytest
+from cli_server import run_cli
 
 from playground import session
 from runtime.sim.formulas import ring_all_reduce_time
@@ -224,11 +225,7 @@ def test_the_budget_sentence_of_the_recommended_plan():
 )
 def test_bad_input_names_its_field_in_one_line_with_exit_2(raw, field):
     args = [a for k, v in raw.items() for a in ("-p", f"{k}={v}")]
-    out = subprocess.run(
-        [sys.executable, "-m", "playground.cli", "predict", "why-distribute", *args],
-        capture_output=True,
-        text=True,
-    )
+    out = run_cli(["predict", "why-distribute", *args])  # its own process (cli_server)
     assert out.returncode == 2 and out.stdout == ""
     assert len(out.stderr.strip().splitlines()) == 1 and field in out.stderr
 
@@ -250,12 +247,8 @@ def test_the_program_and_its_predicted_memory():
 
 def test_every_phrase_has_both_languages_and_the_json_is_strict():
     assert all(set(texts) == {"es", "en"} for texts in _phrases().values())
-    out = subprocess.run(
-        [sys.executable, "-m", "playground.cli", "predict", "why-distribute", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    out = run_cli(["predict", "why-distribute", "--json"])  # its own process (cli_server)
+    assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["curves"][0]["lines"]["predicted"][0] == pytest.approx(1.0)
 

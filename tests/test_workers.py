@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
+from cli_server import run_cli
 
 from playground import session
 from playground.saved import replay
@@ -65,13 +65,8 @@ def test_bad_slow_faults_are_refused(spec: str, needle: str) -> None:
 def _playground(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     import os
 
-    return subprocess.run(
-        [sys.executable, "-m", "playground.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PLAYGROUND_LANG": "en", **(env or {})},
-    )
+    # Its own process (tests/cli_server.py): these commands are refused before any rank.
+    return run_cli(args, env={**os.environ, "PLAYGROUND_LANG": "en", **(env or {})}, timeout=120)
 
 
 @pytest.mark.parametrize(

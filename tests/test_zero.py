@@ -17,12 +17,14 @@ from test_cli import playground, predict_without_torch
 from playground import session
 from playground.export.html import render_html
 from playground.export.memory import build_memory_figure
-from runtime.sim import formulas
 from runtime.sim.units import parse_count
 from scenarios.metrics import CATEGORIES, Metric
 from scenarios.params import ParamError
-from scenarios.zero.lesson import LESSON, ZeroParams, build
+from scenarios.zero import formulas
+from scenarios.zero.lesson import LESSON
 from scenarios.zero.memory import unit_numels
+from scenarios.zero.params import ZeroParams
+from scenarios.zero.program import build
 
 GB = 1e9
 STAGES = ["ddp", "zero1", "zero2", "zero3", "fsdp2"]
@@ -405,7 +407,7 @@ def test_fsdp2_estimate_adds_its_overheads_and_bytes():
 
     from runtime.sim.compute import TYPICAL_CPU
     from runtime.sim.costmodel import CostModel
-    from scenarios.zero.lesson import estimate
+    from scenarios.zero.program import estimate
 
     params = ZeroParams()
     base = CostModel("t", alpha=1e-5, beta=1e-9, gamma=0.0, rates=TYPICAL_CPU)

@@ -27,11 +27,19 @@ class Tmux:
     def __init__(self, command: str, env: dict[str, str], width: int = 140, height: int = 40):
         self.name = f"playground-test-{uuid.uuid4().hex[:8]}"
         exports = " ".join(f"{k}={v}" for k, v in env.items())
-        subprocess.run(
-            ["tmux", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
-             f"env {exports} {command}"],
-            check=True,
-        )  # fmt: skip
+        for attempt in range(3):
+            # The server the previous test's kill-session ended may still be going away
+            # as this one asks it for a session (seen once in a full run): ask again.
+            started = subprocess.run(
+                ["tmux", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
+                 f"env {exports} {command}"],
+                capture_output=True, text=True,
+            )  # fmt: skip
+            if started.returncode == 0:
+                break
+            if attempt == 2:
+                raise AssertionError(f"tmux new-session failed: {started.stderr}")
+            time.sleep(0.5)
         # Another tmux server's default sizing (e.g. 80x24) must not apply to this window;
         # the pane outlives its program so that a crash stays readable.
         for option in (
@@ -73,6 +81,13 @@ class Tmux:
             ["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True
         )
         return result.stdout
+
+    def changed(self, before: str, timeout: float) -> str:
+        """The screen once it differs from `before`, or as it is after `timeout` s."""
+        deadline = time.monotonic() + timeout
+        while (screen := self.screen()) == before and time.monotonic() < deadline:
+            time.sleep(0.03)
+        return screen
 
     def wait_for(self, text: str, timeout: float = 60.0) -> str:
         deadline = time.monotonic() + timeout

@@ -32,6 +32,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from playground.palette import KIND_COLORS
+from runtime.sim.collective_kinds import overlaps
 from runtime.sim.trace import POSITION_FIELDS, Span, Timeline
 from runtime.sim.units import format_bytes, format_seconds
 
@@ -251,18 +252,15 @@ def _time_unit(end: float) -> tuple[str, float]:
     return "µs", 1e6
 
 
-# Kinds that may run beside a rank's own work (runtime.sim.program's non-blocking collectives).
-OVERLAPPING = frozenset({"all_reduce", "reduce_scatter", "all_gather", "broadcast"})
-
-
 def comm_lane(spans: list[Span]) -> set[int]:
     """ids of the collectives that overlap their rank's other spans (a DDP bucket's
     all-reduce under backward): drawn on a "rank R comm" lane beneath the rank, as in
     the app's Gantt. At equal starts the rank's own work comes first."""
     out: set[int] = set()
     running: dict[int, float] = {}
-    for span in sorted(spans, key=lambda s: (s.start, s.kind in OVERLAPPING)):
-        if span.kind in OVERLAPPING and running.get(span.rank, float("-inf")) > span.start:
+    # Kinds that may run beside a rank's own work (runtime.sim.collective_kinds).
+    for span in sorted(spans, key=lambda s: (s.start, overlaps(s.kind))):
+        if overlaps(span.kind) and running.get(span.rank, float("-inf")) > span.start:
             out.add(id(span))
         else:
             running[span.rank] = max(running.get(span.rank, float("-inf")), span.end)

@@ -22,7 +22,7 @@ window, width, cursor, mode), so moving the cursor redraws only what changed.
 - Several series in one run (GPipe then 1F1B; ZeRO's stages; inference's modes):
   a divider where each next one starts, and their names on the time axis.
 
-Imports: textual and runtime.sim.trace; never torch.
+Imports: textual, runtime.sim.trace and runtime.sim.collective_kinds; never torch.
 """
 
 from __future__ import annotations
@@ -46,11 +46,10 @@ from playground.widgets.gantt_draw import (
     row_strip,
     series_starts,
 )
+from runtime.sim.collective_kinds import overlaps
 from runtime.sim.trace import Mark, Span, Timeline
 
 MODES = ("both", "measured", "predicted")
-# Kinds that may run beside a rank's own work (runtime.sim.program's non-blocking collectives).
-OVERLAPPING = frozenset({"all_reduce", "reduce_scatter", "all_gather", "broadcast"})
 CACHE_SIZE = 1024
 PLAY_FPS = 20
 PLAY_SECONDS = 10.0  # one pass over the whole run while playing
@@ -100,7 +99,7 @@ class GanttView(Widget):
         # At equal starts, the rank's own work first: a collective launched as it starts
         # overlaps it and goes on the communication lane.
         def order(span: Span) -> tuple[float, bool]:
-            return (span.start, span.kind in OVERLAPPING)
+            return (span.start, overlaps(span.kind))
 
         for span in sorted(predicted.spans if predicted else [], key=order):
             self._add(span, True)
@@ -125,7 +124,8 @@ class GanttView(Widget):
 
     def _add(self, span: Span, predicted: bool) -> None:
         row = self._row(span.rank, predicted)
-        if span.kind in OVERLAPPING and row.max_ends and row.max_ends[-1] > span.start:
+        # Kinds that may run beside a rank's own work (runtime.sim.collective_kinds).
+        if overlaps(span.kind) and row.max_ends and row.max_ends[-1] > span.start:
             lanes = self._comm_predicted if predicted else self._comm
             if span.rank not in lanes:
                 label = f"r{span.rank} ~" + ("pc" if predicted else "c")

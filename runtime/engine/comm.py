@@ -15,17 +15,12 @@ A chunk is never written while a send still reads it (`_settle`).
 
 Every wait on a gloo send or receive goes through `Spent`, which can keep a
 finished request a while before it is freed. Freed right after its wait returns, a
-request held its rank until gloo's own thread let go of it, a scheduler tick (4 ms)
-whenever that thread waited for a core. `python benchmarks/p2p_release.py`, a
-32-float ring all-reduce between computes on 2 ranks launched as the lessons' are:
-pinned to a core each, 44% of the all-reduces past 2 ms freed at once against 10%
-kept (median 0.43 against 0.16 ms); unpinned, as the lessons run, the 90th
-percentile 3.85 against 0.54 ms, 13% against 7% past 2 ms. The lessons still free
-at once (SPENT_KEPT 0): kept, calibration's small ring steps and busy all-reduces
-sped up more than the lessons' own runs did, and ring-allreduce and failure-resume
-came out 16-37% short before a run (failure-resume's in part because its gathers,
-torch's own, were then costed as this ring's); adopting it waits for the calibration
-to be fitted again against the lessons.
+request holds its rank until gloo's own thread lets go of it, a scheduler tick
+whenever that thread waits for a core (`python benchmarks/p2p_release.py` measures
+both ways). The lessons still free at once (SPENT_KEPT 0): keeping requests speeds
+calibration's small ring steps up more than the lessons' own runs, so the prediction
+before a run would come out short; adopting it waits for the calibration to be
+fitted again against the lessons.
 
 Engine part: imports torch, only inside rank processes.
 """

@@ -13,7 +13,7 @@
                                    compute took: no busy loop, its cores go to the others)
     overflow:step=K[,rank=R]       an inf in rank R's (default 0) gradients in training
                                    step K, just before they are all-reduced: a lesson
-                                   with a loss scaler (mixed-precision) must skip the step
+                                   with a loss scaler must skip the step
 
 Several `--fault` flags may be given. Parsed here (pure), carried to the ranks
 as Fault records: time-based faults are fired by runtime.engine.worker's timers,
@@ -242,9 +242,12 @@ def refuse_unreachable(faults: list[Fault], predicted_s: float) -> None:
             )
 
 
-# Only a lesson with a loss scaler can honour an overflow (it skips the step).
-NEEDS_SCALER = "an overflow needs a lesson with a loss scaler (mixed-precision)"
-NEEDS_SCALER_ES = "un overflow necesita una lección con escalador de pérdida (mixed-precision)"
+# Only a lesson with a loss scaler can honour an overflow (it skips the step): such a
+# lesson accepts it in its own `check_faults` hook; the others refuse it with this.
+NEEDS_SCALER = "an overflow needs a loss scaler to skip the step, and this lesson has none"
+NEEDS_SCALER_ES = (
+    "un overflow necesita un escalador de pérdida que salte el paso, y esta lección no lo tiene"
+)
 
 
 def refuse_overflow(faults: list[Fault]) -> None:

@@ -246,10 +246,9 @@ def run_rank(
         attempt=spec.attempt,
     )
     # The cyclic garbage collector stays off while the rank runs its job. A full
-    # collection scans every object the imports made (torch's, some 285,000: 80-530 ms
-    # on this machine's ranks, four sharing two cores), and it landed inside timed spans:
-    # a pipeline forward of 150-280 ms against 10-20, gpipe's makespan 0.6-1.4 s against
-    # 0.43. Those objects are frozen out of every later collection, the job's own cycles
+    # collection scans every object the imports made (torch's: hundreds of thousands),
+    # which takes far longer than a small compute and would land inside timed spans.
+    # Those objects are frozen out of every later collection, the job's own cycles
     # wait for its end (launched_main collects between a warm rank's jobs), and
     # reference counting frees the rest as it goes.
     gc.freeze()

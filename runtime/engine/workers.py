@@ -26,8 +26,9 @@ Per rank and window:
 - `comm_s`: the rest of its communication (the transfer itself);
 - `idle_s`: between its actions (the bubble);
 - bytes sent and received: messages exactly (`bytes`, `peer`); a collective by
-  its ring formula over the world (2(n−1)/n·S for an all-reduce, (n−1)/n·S for a
-  reduce-scatter or all-gather, S for a broadcast);
+  its kind's bus-bandwidth factor over the world (runtime.sim.collective_kinds:
+  2(n−1)/n·S for an all-reduce, (n−1)/n·S for a reduce-scatter or all-gather, S
+  for a broadcast);
 - `memory_peak_bytes`: the largest sum of the memory categories (the Counters
   of the rank's own series) sampled inside the window (`memory_peak`);
 - `items`: samples or tokens it processed, where the lesson says what one is.
@@ -46,9 +47,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from runtime.sim.collective_kinds import COLLECTIVE_KINDS, lookup
 from runtime.sim.trace import Span
 
-COLLECTIVES = frozenset({"all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier"})
+COLLECTIVES = COLLECTIVE_KINDS  # every registered kind (runtime.sim.collective_kinds)
 MESSAGES = frozenset({"send", "recv", "sendrecv"})
 WAITS = frozenset({"wait"})  # for the rank's own non-blocking collectives (runtime.sim.program)
 BIN_S = 1.0  # the bins of spans that belong to no series and no step
@@ -128,15 +130,9 @@ class RankStep(StepShares):
 
 
 def collective_bytes(kind: str, nbytes: int, world: int) -> float:
-    """Bytes one rank sends (and receives) in a ring collective of S = `nbytes`."""
-    n = max(1, world)
-    if kind == "all_reduce":
-        return 2 * (n - 1) / n * nbytes
-    if kind in ("reduce_scatter", "all_gather"):
-        return (n - 1) / n * nbytes
-    if kind == "broadcast":
-        return float(nbytes)
-    return 0.0
+    """Bytes one rank sends (and receives) in a ring collective of S = `nbytes`: its
+    kind's bus-bandwidth factor times S (none for a barrier)."""
+    return lookup(kind).busbw_factor(max(1, world)) * nbytes
 
 
 def waits(spans: Iterable[Span]) -> dict[int, float]:

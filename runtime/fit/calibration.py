@@ -32,7 +32,8 @@ from runtime.engine.files import make_private_dir, read_text_bounded, write_text
 from runtime.fit.calibration_busy import busy_gather_scale, busy_ring_scales, busy_scale
 from runtime.fit.compute_fit import fit_block, split_fractions
 from runtime.sim.compute import ComputeRates, block_flops
-from runtime.sim.costmodel import WAKE, CostModel
+from runtime.sim.corrections import Corrections, ScaleKey
+from runtime.sim.costmodel import CostModel
 
 # Bumped whenever the measurement changes, so an old cache is never reused.
 METHOD_VERSION = 24
@@ -179,14 +180,14 @@ def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> Co
     gather = busy_gather_scale(rank_results, world_size, alpha, beta, builtin)
     return CostModel(
         rates=fit_compute(rank_results),
-        compute={WAKE: wake_seconds([r["wake"] for r in rank_results])},
-        # Hand-made collectives by their kind; torch's own blocking ones as builtin.<kind>
-        # (runtime.sim.costmodel.scale_key), each as timed between computes.
+        corrections=Corrections(wake=wake_seconds([r["wake"] for r in rank_results])),
+        # Hand-made collectives by their kind; torch's own blocking ones apart
+        # (ScaleKey.builtin), each as timed between computes.
         collective_scale={
-            **scales,
-            "builtin.all_reduce": builtin,
-            "builtin.reduce_scatter": builtin,
-            "builtin.all_gather": gather,
+            **{ScaleKey(kind): scale for kind, scale in scales.items()},
+            ScaleKey("all_reduce", builtin=True): builtin,
+            ScaleKey("reduce_scatter", builtin=True): builtin,
+            ScaleKey("all_gather", builtin=True): gather,
         },
         name=f"calibrated:{host}/{backend}/n={world_size}",
         alpha=alpha,
@@ -289,7 +290,7 @@ def low_precision_slowdowns(rows: list[list[float]]) -> dict[str, float]:
 
 
 def wake_seconds(rows: list[list[float]]) -> float:
-    """What a compute pays right after its rank blocked (runtime.sim.costmodel.WAKE): the
+    """What a compute pays right after its rank blocked (Corrections.wake): the
     median over ranks of [after a wait, back to back] apart, never below zero."""
     return max(0.0, statistics.median(after - back for after, back in rows)) if rows else 0.0
 

@@ -6,7 +6,7 @@ collectives of BUSY_BYTES with every rank running a block's forward before each,
 training step interleaves them; a collective timed alone never waits for a rank the
 others' compute descheduled, a lesson's always does. Each scale is the median of
 those times over the collective's formula at the fitted alpha, beta, gamma
-(CostModel.collective_scale, keyed as runtime.sim.costmodel.scale_key says):
+(CostModel.collective_scale, keyed by runtime.sim.corrections.ScaleKey):
 
 - the hand-made ring all-reduce: "all_reduce" the whole, "reduce_scatter" its first
   half and "all_gather" its second (busy_ring_scales);

@@ -2,7 +2,7 @@
 
 Called by runtime.fit.calibration_rank (the `calibrate` job) in every rank at once;
 runtime.fit.calibration fits the numbers into runtime.sim.compute's ComputeRates and the
-cost model's WAKE. A MiniGPT block's forward and backward at the shapes the
+cost model's wake-up. A MiniGPT block's forward and backward at the shapes the
 lessons use (and in fp16 and bf16), one eager operator, a compute right after a
 wait, an Adam step (per element and per tensor), FSDP2's and tensor parallelism's
 overheads: CPU seconds, with every rank busy at once (the disk's half:
@@ -267,7 +267,7 @@ def wake(world_size: int) -> list[float]:
     """[after a wait, back to back]: median CPU seconds of a block's forward right after
     the rank blocked in an all-reduce of every rank (alone: a millisecond's sleep), and
     of the same forward two forwards later, by turns. The difference is what a lesson's
-    compute pays after each receive or collective (runtime.sim.costmodel.WAKE)."""
+    compute pays after each receive or collective (Corrections.wake)."""
     block = Block(GPTConfig(vocab=64, seq=32, hidden=64, heads=4, layers=1))
     x, token = torch.randn(4, 32, 64), torch.zeros(1)
     after: list[float] = []

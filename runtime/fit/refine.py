@@ -27,7 +27,7 @@ import statistics
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 
-from runtime.sim.costmodel import DISPATCH, EXIT_LAG, SEND_ISSUE, WAKE, CostModel, series_key
+from runtime.sim.costmodel import CostModel
 from runtime.sim.program import Action, Program, past_warmup
 from runtime.sim.trace import Span, Timeline
 
@@ -52,28 +52,22 @@ def refine(
       latency a lesson's own messages see rather than the ring calibration's.
     - `what` says in `source` which costs the run measured.
 
-    What a compute pays after a wait (WAKE) becomes 0: the compute the ranks measured
-    in the run holds the wake-ups it paid.
+    What a compute pays after a wait (Corrections.wake) becomes 0: the compute the ranks
+    measured in the run holds the wake-ups it paid.
     """
     samples: dict[str, list[float]] = {}
     for costs in per_rank:
         for key, seconds in costs.items():
             samples.setdefault(key, []).append(float(seconds))
     if not samples and not p2p:
-        return (
-            replace(model, compute={**model.compute, WAKE: 0.0}) if WAKE in model.compute else model
-        )
+        return model.corrected(wake=0.0) if model.corrections.wake else model
     alpha = model.alpha
     if p2p:
         alpha = max(0.0, statistics.median(s - nbytes * model.beta for nbytes, s in p2p))
     return replace(
-        model,
+        model.corrected(wake=0.0),
         alpha=alpha,
-        compute={
-            **model.compute,
-            **{k: statistics.median(v) for k, v in samples.items()},
-            WAKE: 0.0,
-        },
+        compute={**model.compute, **{k: statistics.median(v) for k, v in samples.items()}},
         source=f"{model.source}; {what} measured in this run",
     )
 
@@ -181,21 +175,20 @@ def refine_p2p(model: CostModel, program: Program, measured: Timeline) -> CostMo
     from the send's start to the receive's end (the sender's issue, the wire, the
     receiver waking); alpha becomes the mean over those messages of that time less
     bytes·beta, never below zero. A latency timed apart before the run (a quiet ping-pong)
-    misses what busy neighbours add. The mean, not the median: one message in ten waits
-    5-10 ms for a descheduled peer on shared cores, and the stage behind it pays that
-    wait (the pipeline's after-run errors on 5 captured runs of each schedule, replayed
-    both ways: 1.9-7.1%, was 2.2-8.7% with the median). A non-blocking send's own span,
-    the time it held its sender, becomes SEND_ISSUE (the mean too). With fewer than
-    three messages of a kind the model keeps that figure: too few to say.
+    misses what busy neighbours add. The mean, not the median: on shared cores a message
+    now and then waits for a descheduled peer, and the stage behind it pays that wait. A
+    non-blocking send's own span, the time it held its sender, becomes
+    Corrections.send_issue (the mean too). With fewer than three messages of a kind the
+    model keeps that figure: too few to say.
     """
     spans = measured.by_action()
     sends: dict[tuple, list[Action]] = {}
     recvs: dict[tuple, list[Action]] = {}
     for action in program.actions():
         if action.kind == "send" and action.dst is not None:
-            sends.setdefault((action.rank, action.dst, action.arg("tag", 0)), []).append(action)
+            sends.setdefault((action.rank, action.dst, action.tag), []).append(action)
         elif action.kind == "recv" and action.src is not None:
-            recvs.setdefault((action.src, action.rank, action.arg("tag", 0)), []).append(action)
+            recvs.setdefault((action.src, action.rank, action.tag), []).append(action)
     latencies = []
     for channel, out in sends.items():
         for send, recv in zip(out, recvs.get(channel, []), strict=False):
@@ -209,18 +202,19 @@ def refine_p2p(model: CostModel, program: Program, measured: Timeline) -> CostMo
         spans[a.id].end - spans[a.id].start
         for out in sends.values()
         for a in out
-        if a.arg("nonblocking", False) and a.id in spans
+        if a.effects.nonblocking and a.id in spans
     ]
     if len(latencies) < 3 and len(issues) < 3:
         return model
     alpha = max(0.0, statistics.fmean(latencies)) if len(latencies) >= 3 else model.alpha
     # The mean here too: a sender descheduled mid-issue holds up its stage for all
     # that time, and the makespan pays the sum.
-    issue = statistics.fmean(issues) if len(issues) >= 3 else model.compute.get(SEND_ISSUE, 0.0)
+    issue = model.corrections.send_issue or 0.0
+    if len(issues) >= 3:
+        issue = statistics.fmean(issues)
     return replace(
-        model,
+        model.corrected(send_issue=issue),
         alpha=alpha,
-        compute={**model.compute, SEND_ISSUE: issue},
         source=f"{model.source}; p2p as its messages measured (latency {alpha * 1e6:.0f} µs, "
         f"a send's issue {issue * 1e6:.0f} µs)",
     )
@@ -229,23 +223,21 @@ def refine_p2p(model: CostModel, program: Program, measured: Timeline) -> CostMo
 def refine_dispatch(
     model: CostModel, program: Program, measured: Timeline, warmup_steps: int = 0
 ) -> CostModel:
-    """The model after a run, with the seconds a rank spent between two of its actions:
-    per series (`<series>:dispatch.between_actions`; DISPATCH for actions of none), the
-    mean, over every rank, of the gap from one action's span to the next one's in that
-    series. The mean, since a queue of requests pays their sum.
+    """The model after a run, with the seconds a rank spent between two of its actions
+    (Corrections.dispatch, and series_dispatch per series): the mean, over every rank,
+    of the gap from one action's span to the next one's in that series. The mean, since
+    a queue of requests pays their sum.
 
     Each span covers its action alone; the rank's executor reads the next action,
-    records the span and runs the Python between two calls outside them. Inference's
-    TP decode is ten actions per iteration of a few milliseconds: there the gaps were
-    25-35 us each and 2-3% of a run, and every request queued behind them (8 captured
-    runs, replayed both ways: the run 2.5% short without them, under 1% with; the
-    median TTFT's median error 12.1%, 9.0% with). Per series, since series differ:
-    mixed precision's fp32 steps left 80-160 us between two actions, its fp16 ones
-    casts and scaler bookkeeping on top. Two kinds of pair are no measure of it: a
-    non-blocking launch's span runs until its collective ends, long after the rank went
-    on; and after a barrier, the rank sets its series up (mixed precision builds its
-    trainer there, 11-15 ms), which no step pays. A rank slowed on purpose (the `slow`
-    fault) sleeps inside its spans (runtime.engine.worker), so its gaps are the same."""
+    records the span and runs the Python between two calls outside them. A lesson whose
+    step is many small actions (inference's TP decode) pays that gap on every one, and
+    every request queued behind them. Per series, since series differ (mixed
+    precision's fp16 steps add casts and scaler bookkeeping to fp32's). Two kinds of
+    pair are no measure of it: a non-blocking launch's span runs until its collective
+    ends, long after the rank went on; and after a barrier, the rank sets its series up
+    (mixed precision builds its trainer there), which no step pays. A rank slowed on
+    purpose (the `slow` fault) sleeps inside its spans (runtime.engine.worker), so its
+    gaps are the same. Each rank's lag leaving a barrier comes with them (exit_lags)."""
     spans = measured.by_action()
     gaps: dict[str | None, list[float]] = {}
     for actions in program.ranks:
@@ -267,67 +259,59 @@ def refine_dispatch(
     said = ", ".join(f"{series or 'all'} {gap * 1e6:.0f} µs" for series, gap in means.items())
     if lags:
         said += f"; leaving a barrier, up to {max(lags.values()) * 1e6:.0f} µs after the first"
-    own = {
-        DISPATCH if series is None else series_key(series, DISPATCH): gap
-        for series, gap in means.items()
-    }
-    own |= lags
+    corrections = model.corrections
+    own = {series: gap for series, gap in means.items() if series is not None}
     return replace(
-        model,
-        compute={**model.compute, **own},
+        model.corrected(
+            dispatch=means.get(None, corrections.dispatch),
+            series_dispatch={**corrections.series_dispatch, **own},
+            exit_lag={**corrections.exit_lag, **lags},
+        ),
         source=f"{model.source}; between two actions, as measured: {said}",
     )
 
 
 def exit_lags(
     program: Program, spans: Mapping[str, Span], warmup_steps: int = 0
-) -> dict[str, float]:
-    """Per series and rank, how long after the barrier's first member the rank left it
+) -> dict[tuple[str | None, int], float]:
+    """Per (series, rank), how long after the barrier's first member the rank left it
     over the run's barriers, with the spread a barrier had kept (`_ordered_lags`;
-    `<series>:barrier.exit_lag@r<rank>`, runtime.sim.costmodel.gap_after); none where every lag is 0 (one rank). The simulator
-    releases a barrier's members together; gloo lets them go one message after another
-    (0.3-0.5 ms apart on average here, in no fixed order), and a ring started right
-    after waits for the last one. On 32 captured runs of ring-allreduce's default,
-    replayed both ways, the median signed error of its iteration went from -6.3% and
-    -16.4% (20 runs, and 12 of a slower hour) to -0.8% and -12.1% with the lags (and
-    the steps' scale leaving out the wait they make: refine_collectives); with the lags'
-    spread kept, on 96 runs (32 of them captured later), the median error went from 8.2%
-    to 7.2% (signed -7.2% to -4.7%), on the last 32 from 8.5% to 6.5%, and no capture
-    set came out worse. Every lesson that
-    counts its dispatch gaps gets them: zero, failure-resume and mixed precision stayed
-    within 0.1-7.9% after a run in three tables with them, inference's TPOT 3.6%. A barrier
-    some member did not finish (a failed attempt) is left out."""
-    exits: dict[str, tuple[Action, dict[int, float]]] = {}
-    for action in program.actions():
-        if (
-            action.kind == "barrier"
-            and action.id in spans
-            and past_warmup(action.step, warmup_steps)
-        ):
-            name = action.id.rsplit("@", 1)[0]  # one barrier: `<name>@r<rank>` on each member
-            exits.setdefault(name, (action, {}))[1][action.rank] = spans[action.id].end
+    Corrections.exit_lag); none where every lag is 0 (one rank). The simulator releases
+    a barrier's members together; gloo lets them go one message after another, in no
+    fixed order, and a ring started right after waits for the last one. The instances
+    of a barrier pair as every collective's do: the k-th barrier of a group on each
+    member. A barrier some member did not finish (a failed attempt) is left out."""
+    exits: dict[tuple[tuple[int, ...], int], tuple[Action, dict[int, float]]] = {}
+    for actions in program.ranks:
+        seen: dict[tuple[int, ...], int] = {}  # barriers of each group so far, on this rank
+        for action in actions:
+            if action.kind != "barrier":
+                continue
+            group = action.group or ()
+            k = seen[group] = seen.get(group, -1) + 1
+            if action.id in spans and past_warmup(action.step, warmup_steps):
+                exits.setdefault((group, k), (action, {}))[1][action.rank] = spans[action.id].end
     lags: dict[str | None, dict[int, list[float]]] = {}
     for action, ends in exits.values():
         if len(ends) != len(action.group or ()):
             continue
         first = min(ends.values())
         for rank, end in ends.items():
-            lags.setdefault(action.series, {}).setdefault(rank, []).append(end - first)
-    out = {}
-    for series, per_rank in lags.items():
-        for rank, lag in _ordered_lags(per_rank).items():
-            key = f"{EXIT_LAG}@r{rank}"
-            out[series_key(series, key) if series else key] = lag
+            lags.setdefault(action.series or None, {}).setdefault(rank, []).append(end - first)
+    out = {
+        (series, rank): lag
+        for series, per_rank in lags.items()
+        for rank, lag in _ordered_lags(per_rank).items()
+    }
     return out if any(out.values()) else {}
 
 
 def _ordered_lags(per_rank: dict[int, list[float]]) -> dict[int, float]:
     """Each rank's lag: the mean, over the barriers, of the k-th smallest lag, for the
     rank whose own mean lag is the k-th smallest. The members leave in no fixed order,
-    so each rank's own mean lag is about the same, and their spread (what a ring
-    started after the barrier waits for: its last starter) came out 0.4 ms short of
-    the 1.1 ms a barrier spread them on average; the mean order statistics keep that
-    spread, and the same total."""
+    so each rank's own mean lag is about the same, and averaging them would shrink
+    their spread (what a ring started after the barrier waits for: its last starter);
+    the mean order statistics keep that spread, and the same total."""
     count = min(map(len, per_rank.values()))
     ranks = sorted(per_rank, key=lambda r: (statistics.fmean(per_rank[r]), r))
     instances = [sorted(lags[i] for lags in per_rank.values()) for i in range(count)]

@@ -3,9 +3,10 @@ for communication.
 
 Where it sits (docs/design.md): runtime's pure part, between a finished run and the
 prediction shown beside it, with runtime.fit.refine (compute, point-to-point). The
-hand-made collectives by their kind, torch's own blocking ones as
-`builtin.<kind>`, each series' non-blocking DDP buckets from the time they could
-start, and a collective whose work a run times inside another span at 0.
+hand-made collectives by their kind, torch's own blocking ones apart, each series'
+non-blocking DDP buckets from the time they could start, and a collective whose work
+a run times inside another span at 0; each scale under its ScaleKey
+(runtime.sim.corrections).
 Pure: stdlib only.
 """
 
@@ -17,7 +18,8 @@ from dataclasses import replace
 from typing import Any
 
 from runtime.fit.refine import exit_lags
-from runtime.sim.costmodel import CostModel, scale_key, series_key, series_scale_key, sized_key
+from runtime.sim.corrections import ScaleKey
+from runtime.sim.costmodel import CostModel
 from runtime.sim.program import Action, Program, past_warmup
 from runtime.sim.simulate import simulate
 from runtime.sim.trace import Span, Timeline
@@ -29,10 +31,7 @@ def _took(members: list[tuple[Action, Any]], by_last: bool) -> float:
     out, as the simulator (which adds the skew it predicts itself) wants. `by_last`:
     from the last member's arrival to the last member's end, for a lesson whose step is
     a chain of collectives: the simulator ends every member when the last arrives plus
-    the collective's time, and the next link of the chain waits for the last finisher.
-    On zero's stages (8 runs, each replayed both ways) this came out closer than the
-    mean over members on every stage (median after-run error ddp 2.4 against 5.9%,
-    zero3 4.7 against 7.6%), and on tensor-parallel's hand series 2.4 against 2.8%."""
+    the collective's time, and the next link of the chain waits for the last finisher."""
     if by_last:
         return max(span.end for _, span in members) - max(span.start for _, span in members)
     return statistics.median(span.end - span.start for _, span in members)
@@ -58,49 +57,46 @@ def refine_collectives(
     the wait the model already predicts for an instance (its predicted span beyond the
     collective's own time, e.g. behind a rank slowed on purpose) is taken off the
     measured span, so it is not counted twice. Each kind is also scaled per message size
-    (`<kind>@<bytes>/<ranks>`) and per series (`<series>:<kind>`, and per size again),
-    which a prediction of the same Program prefers: zero's stages run one after another,
-    and one stage's collectives can run 25% slower than the next one's. Torch's own
-    blocking collectives
-    (`builtin`: a TP layer's all-reduce) are scaled apart from the hand-made ones, as
-    `builtin.<kind>`; a series' non-blocking ones (DDP buckets, whose spans run from
-    their launch) by their time once they could start (`_async_ratios`); one whose work
-    a run times inside another span (`untimed`: torch DDP's all-reduce inside B) costs
-    nothing after the run. The scale of a kind is the median over its
-    instances of measured / formula, bounded to [0.2, 20]; the median, as in `refine`:
-    one instance disturbed by the machine does not move it. The steps of a collective
-    the Program spells out itself (a ring's sendrecvs) get a scale `sendrecv`: the
-    mean over every member of every step of its span over its formula (`_step_ratios`).
-    `chained`:
-    for a lesson whose step is a chain of collectives, each instance from its last
-    member's arrival to its last member's end (`_took`; no predicted wait to take off,
-    the arrivals' skew is already out), and the mean over instances instead of their
-    median (their time on shared cores is heavy-tailed: the median instance
+    (ScaleKey.size) and per series (ScaleKey.series, and per size again), which a
+    prediction of the same Program prefers: zero's stages run one after another, and
+    on shared cores one stage's collectives can run slower than the next one's. Torch's
+    own blocking collectives (`builtin`: a TP layer's all-reduce) are scaled apart from
+    the hand-made ones (ScaleKey.builtin); a series' non-blocking ones (DDP buckets,
+    whose spans run from their launch) by their time once they could start
+    (`_async_ratios`); one whose work a run times inside another span (the `untimed`
+    effect: torch DDP's all-reduce inside B) costs nothing after the run. The scale of
+    a kind is the median over its instances of measured / formula, bounded to [0.2, 20];
+    the median, as in `refine`: one instance disturbed by the machine does not move it.
+    The steps of a collective the Program spells out itself (a ring's sendrecvs) get a
+    scale `ScaleKey("sendrecv")`: the mean over every member of every step of its span
+    over its formula (`_step_ratios`).
+    `chained`: for a lesson whose step is a chain of collectives, each instance from its
+    last member's arrival to its last member's end (`_took`; no predicted wait to take
+    off, the arrivals' skew is already out), and the mean over instances instead of
+    their median (their time on shared cores is heavy-tailed: the median instance
     under-predicts their sum). Steps numbered below `warmup_steps` are left out
-    (runtime.sim.program.past_warmup), as the lesson's times leave them out: a first step's
-    collectives pay their buffers' first use, and with the mean over instances they threw
-    why-distribute's hand-made series off by up to 50% after the run (on 28 captured runs
-    replayed both ways, ddp2 and ddp4 came out within 2.4% and 0.7% without them,
-    5.4-9.0% and 4.7-7.7% with).
+    (runtime.sim.program.past_warmup), as the lesson's times leave them out: a first
+    step's collectives pay their buffers' first use, which the mean over instances
+    would carry into every step.
     """
     forecast = predicted.by_action() if predicted is not None else {}
     spans = measured.by_action()
     instances: dict[tuple, list[tuple[Action, Any]]] = {}
-    untimed: set[str] = set()
+    untimed: set[ScaleKey] = set()
     for action in program.actions():
         if not action.is_collective or action.kind == "barrier" or action.id not in spans:
             continue
-        if action.arg("untimed", False):
+        if action.effects.untimed:
             # It stands for work done inside another span, which the run timed: the
             # collective costs nothing of its own after it (CostModel.collective_time).
-            untimed.add(series_scale_key(action, "untimed"))
+            untimed.add(ScaleKey(action.kind, series=action.series or None, timing="untimed"))
             continue
         if action.nonblocking or not past_warmup(action.step, warmup_steps):
             continue  # a DDP bucket: _async_ratios; a warm-up step's
         key = (action.kind, action.series, action.step, action.stage, action.chunk,
                action.microbatch, action.label, action.bytes, action.group)  # fmt: skip
         instances.setdefault(key, []).append((action, spans[action.id]))
-    ratios: dict[str, list[float]] = {}
+    ratios: dict[ScaleKey, list[float]] = {}
     for members in instances.values():
         action = members[0][0]
         if len(members) != len(action.group or ()):
@@ -112,19 +108,20 @@ def refine_collectives(
             own = model.collective_time(action)
             took -= max(0.0, statistics.median(s.end - s.start for s in foreseen) - own)
         if formula > 0 and took > 0:
-            kind = scale_key(action)
+            kind = ScaleKey.of(action)
+            size = (action.bytes, len(action.group or ()))
             # Per kind; per size too: the formula's α and β miss differently at each size
             # (a small all-gather pays wake-ups a large one hides); and both again per
-            # series, whose collectives can run 25% slower than the next series' on
-            # shared cores (CostModel.collective_time prefers the most particular).
-            for key in (kind, series_key(action.series, kind) if action.series else None):
+            # series, whose collectives can run slower than the next series' on shared
+            # cores (CostModel.collective_time prefers the most particular).
+            for key in (kind, kind._replace(series=action.series) if action.series else None):
                 if key is not None:
                     ratios.setdefault(key, []).append(took / formula)
-                    ratios.setdefault(sized_key(key, action), []).append(took / formula)
+                    ratios.setdefault(key._replace(size=size), []).append(took / formula)
     buckets = _async_ratios(model, program, spans, warmup_steps)
     steps = _step_ratios(model, program, spans, warmup_steps)
     if steps:
-        ratios["sendrecv"] = [statistics.fmean(steps)]
+        ratios[ScaleKey("sendrecv")] = [statistics.fmean(steps)]
     if not ratios and not buckets and not untimed:
         return model
     center = statistics.fmean if chained else statistics.median
@@ -134,13 +131,15 @@ def refine_collectives(
     centered += [(k, statistics.fmean(v)) for k, v in buckets.items()]
     scale = {k: min(20.0, max(0.2, value)) for k, value in centered}
     scale |= dict.fromkeys(untimed, 0.0)
-    own = {k for k in ratios if ":" in k}  # each series' own kinds: counted, not listed
+    own = {k for k in ratios if k.series}  # each series' own kinds: counted, not listed
     said = ", ".join(
-        f"{k} ×{v:.2f}" for k, v in sorted(scale.items()) if "@" not in k and k not in own
+        f"{k.text()} ×{v:.2f}"
+        for k, v in sorted(scale.items(), key=lambda kv: kv[0].text())
+        if k.size is None and k not in own
     )
-    sizes = sum("@" in k for k in scale)
+    sizes = sum(k.size is not None for k in scale)
     said += f"; {sizes} sizes apart" if sizes else ""
-    series = sum("@" not in k for k in own)
+    series = sum(k.size is None for k in own)
     said += f"; {series} series' own" if series else ""
     return replace(
         model,
@@ -161,13 +160,10 @@ def _step_ratios(
     before (runtime.fit.refine.exit_lags, which the prediction after the run adds itself),
     as a simulation with those lags puts it on each step (and a late member's step,
     whose data was already there, is as short as that simulation makes it, not cheaper
-    than its formula); counted in the steps too, the
-    same skew was paid twice (steps at their formula and lags of 0.5 ms a rank came out
-    ×4.6 and the iteration 39% long). The iteration then comes out of the simulated
-    chain of steps, the gaps between them and the lags, not fitted to it: on 32
-    captured runs of the lesson's default, replayed, its median error was 7.4% (1.1-24%).
-    The scale used to be fitted to the iterations themselves: 0.0% after a run, by
-    construction, and no check of the model."""
+    than its formula); counted in the steps too, the same skew would be paid twice. The
+    iteration then comes out of the simulated chain of steps, the gaps between them and
+    the lags, not fitted to it, so the prediction after a run stays a check of the
+    model."""
     steps = [
         a
         for a in program.actions()
@@ -175,9 +171,9 @@ def _step_ratios(
     ]
     if not steps:
         return []
-    scale = model.collective_scale.get("sendrecv", 1.0)
+    scale = model.collective_scale.get(ScaleKey("sendrecv"), 1.0)
     lags = exit_lags(program, spans, warmup_steps)
-    lagged = replace(model, compute={**model.compute, **lags})
+    lagged = model.corrected(exit_lag={**model.corrections.exit_lag, **lags})
     forecast = simulate(program, lagged).by_action() if lags else {}
     ratios = []
     for a in steps:
@@ -198,9 +194,8 @@ def _async_ratios(
     """Per series, each non-blocking collective instance (a DDP bucket's all-reduce) as
     the run timed it, over its formula time: from when it could start, as the simulator
     starts it (every member had launched it and each member's previous one had ended:
-    they run one after another), to the members' median end. One latency for every
-    series misses them apart: fp32's buckets ran 30% faster than fp16's of the same bytes
-    while backward ran, and its after-run step came out 24-30% long."""
+    they run one after another), to the members' median end. Per series: buckets of the
+    same bytes run at different speeds beside different backwards (fp32's and fp16's)."""
     free: dict[int, float] = {}  # each rank's stream: when its last one ended
     instances: dict[tuple, list[tuple[Action, float, float]]] = {}
     for action in program.actions():  # rank by rank, each in program order
@@ -211,20 +206,21 @@ def _async_ratios(
         start = max(span.start, free.get(action.rank, span.start))
         instances.setdefault(key, []).append((action, start, span.end))
         free[action.rank] = span.end
-    sums: dict[tuple[str, int | None], list[float]] = {}
+    sums: dict[tuple[ScaleKey, int | None], list[float]] = {}
     for members in instances.values():
         action = members[0][0]
         if len(members) != len(action.group or ()):
             continue
         took = statistics.median(end for _, _, end in members) - max(s for _, s, _ in members)
-        box = sums.setdefault((series_scale_key(action), action.step), [0.0, 0.0])
+        key = ScaleKey(action.kind, series=action.series or None, timing="async")
+        box = sums.setdefault((key, action.step), [0.0, 0.0])
         box[0] += max(0.0, took)
         box[1] += model.collective_formula(action)
     # Per step, the sum over its buckets, not each one's ratio: a rank learns that a
     # bucket ended when it next polls, so the time splits unevenly between a step's
     # buckets, and their sum is what the step pays; refine_collectives takes their mean
     # over steps.
-    ratios: dict[str, list[float]] = {}
+    ratios: dict[ScaleKey, list[float]] = {}
     for (key, step), (took, formula) in sums.items():
         if took > 0 < formula and past_warmup(step, warmup_steps):
             ratios.setdefault(key, []).append(took / formula)

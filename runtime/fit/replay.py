@@ -29,12 +29,12 @@ def replay_compute(
 
     Processor sharing spreads the cores evenly over whoever computes at each moment;
     the kernel does not. With four ranks on two cores a rank that computes on through
-    a pipeline's fill keeps its core while the ranks it wakes queue on the other: the
-    first stage's forwards took 12-15 ms alone and the same with all four computing,
-    where the fluid model says 10 then 20. The measured spans already hold the sharing
-    the run had; shared again, the pipeline's prediction after a run came out 6-13%
-    short, replayed 0-2% (lessons whose ranks compute in step, zero's and
-    failure-resume's, come out the same either way). The model with sharing stays the
+    a pipeline's fill keeps its core while the ranks it wakes queue on the other, so
+    the first stage's forwards take about as long alone as with all four computing,
+    where the fluid model halves them. The measured spans already hold the sharing
+    the run had; shared again, a pipeline's prediction after a run would come out
+    short (lessons whose ranks compute in step, zero's and failure-resume's, come out
+    the same either way). The model with sharing stays the
     one to predict other configurations from. Each series (a zero stage, a pipeline
     schedule) gets its own compute costs on top (_own_series). A slowed run keeps its
     model (its costs are CPU seconds: refine_compute). The spans of steps numbered below
@@ -67,7 +67,7 @@ def _own_series(
     """Each series' own compute costs (`<series>:<key>`, runtime.sim.costmodel.series_key):
     its spans' sum over its simulated ones, on top of the cost every series shares. The
     series of one lesson repeat the same work (zero's stages, the pipeline's schedules),
-    but one of them can run 20-30% slower than the next on shared cores: replayed
+    but on shared cores one of them can run slower than the next: replayed
     together, that one's prediction would carry the others' costs."""
     scales = compute_scales(
         program,

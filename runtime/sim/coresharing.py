@@ -40,7 +40,7 @@ class CoreSharing:
         self.rate = 1.0  # the rate while len(jobs) compute, kept as jobs come and go
         # When the next compute ends: it moves only as a compute starts or ends (an
         # advance credits work at the rate the end was computed with), so it is kept,
-        # not recomputed at every event (a 64-stage pipeline asks 600,000 times).
+        # not recomputed at every event (a large pipeline asks at nearly every one).
         self.due = math.inf
 
     def _set_due(self) -> None:

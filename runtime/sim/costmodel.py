@@ -22,6 +22,12 @@ compute_time is the duration with a core to itself. Communication on loopback
 also burns CPU, which calibration captures by measuring with all ranks
 exchanging at once at the same world size.
 
+Corrections: what a rank pays beyond its actions' costs (a send's issue, a wake-up
+after a wait, the gap between two actions, a barrier's exit lag) are a typed record,
+`corrections` (runtime.sim.corrections), 0 until calibration or a run measures them.
+Collective scales: `collective_scale`, keyed by `ScaleKey`, says how much longer than
+its formula each kind ran as measured, per kind, series and size.
+
 Stragglers: `slow` lists (rank, factor) pairs, a rank whose local compute takes
 `factor` times as long (the `slow` fault, runtime.engine.faults). The simulator
 (runtime.sim.eventloop) runs that rank's compute at its shared speed, then keeps
@@ -37,33 +43,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from runtime.sim import formulas
+from runtime.sim.collective_kinds import Wire, lookup
 from runtime.sim.compute import ComputeRates
+from runtime.sim.corrections import Corrections, ScaleKey, legacy_compute
 from runtime.sim.program import Action
-
-# The compute-table entry for the seconds a non-blocking send holds its sender while it
-# issues (gloo's isend copies the message out on the sender's thread; NCCL's does not):
-# 0 until a run measures it (refine_p2p); runtime.sim.simulate reads it.
-SEND_ISSUE = "send.issue"
-# ... and the seconds a compute pays when it starts right after its rank blocked (in a
-# receive, a collective, a wait): the core it runs on had idled, its caches gone cold
-# (a one-block forward ran 120-170 us longer right after a 2-rank all-reduce than back
-# to back here, 200-400 us with 4 ranks on 2 cores). Calibrated (runtime.fit.calibration);
-# after a run, 0: the compute the ranks measured already holds the wake-ups they paid.
-WAKE = "wake.after_wait"
-# ... and the seconds a rank spends between two of its actions: its executor's own
-# loop (reading the next action, recording the span, the Python between two calls),
-# which no span covers. 0 until a run measures it (runtime.fit.refine.refine_dispatch): a
-# lesson whose step is many small actions pays it on every one (inference's TP decode:
-# 25-35 us each, 2-3% of a run, all of it on the clock its requests queue on). A
-# series may have its own (`<series>:dispatch.between_actions`, dispatch_gap).
-DISPATCH = "dispatch.between_actions"
-# ... and how long after the first member of a barrier each rank leaves it: gloo's
-# barrier releases its members one message after another (0.3-0.5 ms apart here on
-# average, in no fixed order), and a ring that starts right after it waits for the last
-# one. 0 until a run measures it (runtime.fit.refine.refine_dispatch), per series and rank
-# (`<series>:barrier.exit_lag@r<rank>`, gap_after).
-EXIT_LAG = "barrier.exit_lag"
 
 
 @dataclass(frozen=True)
@@ -83,12 +66,17 @@ class CostModel:
     rates: ComputeRates | None = None
     source: str = ""
     details: dict[str, Any] = field(default_factory=dict)
-    # Measured / formula time per collective kind of the hand-made collectives, from
-    # calibration (between computes) or a run (refine_collectives): what they pay beyond
-    # α, β, γ (a peer descheduled mid-ring, buffer copies, Python per step).
-    collective_scale: dict[str, float] = field(default_factory=dict)
+    # Measured / formula time of collectives, from calibration (between computes) or a run
+    # (refine_collectives): what they pay beyond α, β, γ (a peer descheduled mid-ring,
+    # buffer copies, Python per step).
+    collective_scale: dict[ScaleKey, float] = field(default_factory=dict)
     # Slowed ranks: (rank, factor) pairs (the `slow` fault); empty when every rank is alike.
     slow: tuple[tuple[int, float], ...] = ()
+    corrections: Corrections = field(default_factory=Corrections)
+
+    def corrected(self, **changes: Any) -> CostModel:
+        """This model with these fields of its corrections changed."""
+        return replace(self, corrections=replace(self.corrections, **changes))
 
     def slow_factors(self, world_size: int) -> list[float] | None:
         """Each rank's compute factor (1.0: as calibrated); None when no rank is slowed."""
@@ -155,70 +143,72 @@ class CostModel:
 
     # -- collectives -----------------------------------------------------------
     def collective_time(self, action: Action) -> float:
-        """The collective's formula time, scaled as calibration or a run measured its kind:
-        the hand-made collectives by their kind, torch's own (`builtin`) by
-        `builtin.<kind>` (calibrate times them between computes; refine_collectives as a
-        run timed them), a DDP bucket by its series' own once a run timed them."""
+        """The collective's formula time, scaled as calibration or a run measured it: the
+        hand-made collectives by their kind, torch's own (`builtin`) apart (calibrate times
+        them between computes; refine_collectives as a run timed them), each preferring
+        its series' own and its size's own scale; a DDP bucket by its series' own once a
+        run timed them."""
         formula = self.collective_formula(action)
-        if action.arg("untimed", False):
+        scales, series = self.collective_scale, action.series or None
+        if action.effects.untimed:
             # Its work runs inside another span (torch DDP's all-reduce inside B): once a
             # run has timed that span, the collective adds nothing of its own (0).
-            return formula * self.collective_scale.get(series_scale_key(action, "untimed"), 1.0)
+            own = ScaleKey(action.kind, series=series, timing="untimed")
+            return formula * scales.get(own, 1.0)
         if action.nonblocking and action.algorithm == "builtin":
-            # A DDP bucket: its lesson refines the link's latency, and a run times each
-            # series' own buckets (refine_collectives: their time once they could start).
-            # Before a run, torch's all-reduce as calibrate timed it between computes
-            # (runtime.fit.calibration_busy): a bucket runs while its rank computes too.
-            scales = self.collective_scale
-            busy = scales.get(f"builtin.{action.kind}", 1.0)
-            return formula * scales.get(series_scale_key(action), busy)
-        key, scales = scale_key(action), self.collective_scale
-        keys = [sized_key(key, action), key]
-        if action.series:  # the series' own, as a run timed it (refine_collectives)
-            own = series_key(action.series, key)
-            keys = [sized_key(own, action), own, *keys]
+            # A DDP bucket: a run times each series' own buckets (refine_collectives: their
+            # time once they could start). Before a run, torch's collective as calibrate
+            # timed it between computes: a bucket runs while its rank computes too.
+            busy = scales.get(ScaleKey(action.kind, builtin=True), 1.0)
+            return formula * scales.get(ScaleKey(action.kind, series=series, timing="async"), busy)
+        if not scales:
+            return formula
+        key = ScaleKey.of(action)
+        size = (action.bytes, len(action.group or ()))
+        keys = [key._replace(size=size), key]
+        if series:
+            own = key._replace(series=series)
+            keys = [own._replace(size=size), own, *keys]
         return formula * next((scales[k] for k in keys if k in scales), 1.0)
 
     def collective_formula(self, action: Action) -> float:
+        """The α-β-γ time of the collective's kind (runtime.sim.collective_kinds) over its
+        group's slowest link; UnknownCollectiveKind for a kind no one registered."""
+        kind = lookup(action.kind)
         group = action.group or (action.rank,)
         n = len(group)
         if n <= 1:
             return 0.0
         alpha, beta = self.group_link(group)
-        s, g = action.bytes, self.gamma
-        algo = action.algorithm or "ring"
-        kind = action.kind
-        if kind == "barrier":
-            return 2 * formulas.tree_rounds(n) * alpha
-        if kind == "all_reduce":
-            if algo == "tree":
-                return formulas.tree_all_reduce_time(n, s, alpha, beta, g)
-            if algo == "rabenseifner":
-                return formulas.rabenseifner_all_reduce_time(n, s, alpha, beta, g)
-            # "ring" and "builtin": gloo and NCCL use rings for large buffers.
-            return formulas.ring_all_reduce_time(n, s, alpha, beta, g)
-        if kind == "reduce_scatter":
-            return formulas.ring_reduce_scatter_time(n, s, alpha, beta, g)
-        if kind == "all_gather":
-            return formulas.ring_all_gather_time(n, s, alpha, beta)
-        if kind == "broadcast":
-            return formulas.tree_broadcast_time(n, s, alpha, beta)
-        raise KeyError(f"no cost formula for collective {kind!r}")
+        wire = Wire(n, action.bytes, alpha, beta, self.gamma, action.algorithm or "ring")
+        return kind.time(wire._replace(sizes=action.sizes) if action.sizes else wire)
 
     # -- description -----------------------------------------------------------
     def describe(self) -> dict[str, Any]:
-        """What `--json` reports as the profile used."""
+        """What `--json` reports as the profile used (and from_dict reads back)."""
         out = asdict(self)
+        out["collective_scale"] = {k.text(): v for k, v in self.collective_scale.items()}
+        out["corrections"] = self.corrections.to_dict()
         out["bandwidth_gbps"] = (1 / self.beta / 1e9) if self.beta else None
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CostModel:
+    def from_dict(cls, data: Mapping[str, Any]) -> CostModel:
+        """A model from describe()'s JSON, or from a file of the older format (its
+        corrections kept as special keys of the compute table)."""
         data = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         if isinstance(data.get("rates"), dict):
             data["rates"] = ComputeRates.from_dict(data["rates"])
         if "slow" in data:
             data["slow"] = tuple((int(r), float(f)) for r, f in data["slow"])
+        corrections = data.get("corrections")
+        if not isinstance(corrections, Corrections):
+            corrections = Corrections.from_dict(corrections or {})
+        data["compute"], data["corrections"] = legacy_compute(data.get("compute", {}), corrections)
+        data["collective_scale"] = {
+            k if isinstance(k, ScaleKey) else ScaleKey.from_text(k): float(v)
+            for k, v in data.get("collective_scale", {}).items()
+        }
         return cls(**data)
 
 
@@ -239,49 +229,8 @@ def _on_one_node(group: Sequence[int], ranks_per_node: int) -> bool:
     return lo // ranks_per_node == hi // ranks_per_node
 
 
-def scale_key(action: Action) -> str:
-    """Which `collective_scale` entry scales this collective: its kind for the hand-made
-    ones (calibrated on the project's own ring), `builtin.<kind>` for torch's own."""
-    return f"builtin.{action.kind}" if action.algorithm == "builtin" else action.kind
-
-
-def series_scale_key(action: Action, how: str = "async") -> str:
-    """The `collective_scale` entry of one series' collectives of one kind as a run timed
-    them: `<series>:async.<kind>` for the non-blocking ones (a DDP bucket's all-reduce),
-    `<series>:untimed.<kind>` for those whose work a run times inside another span."""
-    key = f"{how}.{action.kind}"
-    return series_key(action.series, key) if action.series else key
-
-
-def dispatch_gap(compute: dict[str, float], series: str | None) -> float:
-    """The seconds a rank spends after an action of `series` before its next one:
-    the series' own gap as a run measured it, else the one every series shares."""
-    if series is not None:
-        own = compute.get(series_key(series, DISPATCH))
-        if own is not None:
-            return own
-    return compute.get(DISPATCH, 0.0)
-
-
-def gap_after(compute: dict[str, float], action: Action) -> float:
-    """The seconds its rank spends after `action` before its next one: the dispatch
-    gap, and after a barrier the rank's lag leaving it after its first member, as a
-    run measured it (0 where none did)."""
-    gap = dispatch_gap(compute, action.series)
-    if action.kind != "barrier":
-        return gap
-    key = f"{EXIT_LAG}@r{action.rank}"
-    return gap + compute.get(series_key(action.series, key) if action.series else key, 0.0)
-
-
 def series_key(series: str, key: str) -> str:
     """The compute-table entry of one series' own cost (`<series>:<key>`, e.g. a zero
     stage's forward of a unit, as a run measured it: runtime.fit.replay.replay_compute),
     which CostModel.compute_time prefers to the key every series shares."""
     return f"{series}:{key}"
-
-
-def sized_key(key: str, action: Action) -> str:
-    """The `collective_scale` entry of one size of a kind over one group size, as a run
-    timed it (runtime.fit.refine_collectives): `<key>@<bytes>/<ranks>`."""
-    return f"{key}@{action.bytes}/{len(action.group or ())}"

@@ -15,6 +15,11 @@ stage boundaries), and pairing is then per (src, dst, tag). Collectives are
 matched by order within their group, as NCCL requires every member to issue
 the group's collectives in the same order.
 
+What an Action does beyond its kind is typed (`Effects`), never a string in `args`:
+a non-blocking collective or send, a compute that ends with its group, one that waits
+on a device, an idle wait until a moment, a collective timed inside another span.
+`args` holds only the executor's own data (a chunk map, a checkpoint's op, a tag).
+
 Pure: stdlib only.
 """
 
@@ -25,13 +30,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.sim.collective_kinds import COLLECTIVE_KINDS
+from runtime.sim.effects import NO_EFFECTS, Effects
 from runtime.sim.trace import POSITION_FIELDS
 
 # Kinds of action. Compute kinds are open-ended (any name with a cost key), but
 # these are the ones the lessons use and the exports colour.
 COMPUTE_KINDS = frozenset({"compute", "F", "B", "W", "opt", "reduce", "decode", "prefill"})
 P2P_KINDS = frozenset({"send", "recv", "sendrecv"})
-COLLECTIVE_KINDS = frozenset({"all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier"})
+# The collective kinds: runtime.sim.collective_kinds.COLLECTIVE_KINDS (imported here).
 # Waiting for the rank's own non-blocking collectives to end (DDP's wait for its buckets
 # before the optimizer step): neither compute nor a collective of its own.
 WAIT_KINDS = frozenset({"wait"})
@@ -50,18 +57,22 @@ class Action:
     - send: `dst`, `bytes`. recv: `src`, `bytes`. sendrecv: both at once, the
       step of a ring (send to `dst` while receiving `recv_bytes` from `src`),
       optionally reducing what arrives (`reduce=True`).
-    - collective: `group` (ranks), `bytes` (the buffer size per rank, S),
-      `algorithm` ("ring", "tree", "builtin"). With the `nonblocking` arg it is
-      launched and the rank goes on (`all_reduce(async_op=True)`, a DDP bucket):
-      it runs on the rank's communication stream, after the collectives launched
-      before it, and a later `wait` action waits for every one still running.
+    - collective: a kind of runtime.sim.collective_kinds, `group` (ranks), `bytes`
+      (the buffer size per rank, S), `algorithm` ("ring", "tree", "builtin"); where
+      members send different amounts (an uneven all-to-all), `sizes`: the bytes each
+      member of `group` sends, in group order, the same tuple on every member (`bytes`
+      is then this rank's own). Non-blocking (Effects.nonblocking) it is launched and
+      the rank goes on: it runs on the rank's communication stream, after the
+      collectives launched before it, and a later `wait` action waits for every one
+      still running.
 
     `series` is the group the action belongs to when one Program runs several
     variants one after the other (a pipeline schedule, a ZeRO stage, a config):
     metrics, exports and the narrative group by it; the id is an opaque key.
 
-    `args` holds what the executor needs and the timeline does not (which data
-    chunk goes where); it is a tuple of pairs so the Action stays hashable.
+    `effects` says what it does beyond its kind (Effects). `args` holds what the
+    executor needs and the timeline does not (which data chunk goes where); it is a
+    tuple of pairs so the Action stays hashable.
     """
 
     id: str
@@ -84,6 +95,8 @@ class Action:
     step: int | None = None
     phase: str | None = None
     args: tuple[tuple[str, Any], ...] = ()
+    effects: Effects = NO_EFFECTS
+    sizes: tuple[int, ...] | None = None
 
     @property
     def is_p2p(self) -> bool:
@@ -100,7 +113,7 @@ class Action:
     @property
     def nonblocking(self) -> bool:
         """A collective launched without waiting for it (ended by a later `wait`)."""
-        return self.is_collective and bool(self.arg("nonblocking", False))
+        return self.effects.nonblocking and self.kind in COLLECTIVE_KINDS
 
     @property
     def is_compute(self) -> bool:
@@ -246,6 +259,8 @@ class Program:
                     raise ProgramError(f"recv {action.id} has no src")
                 if action.is_collective and (not action.group or rank not in action.group):
                     raise ProgramError(f"collective {action.id} on rank {rank} is not in its group")
+                if action.sizes is not None:
+                    _check_sizes(action)
                 if action.nonblocking:
                     launched = action
                 elif action.is_wait:
@@ -271,3 +286,14 @@ class Program:
                 raise ProgramError(
                     f"message sizes from rank {a} to rank {b}{channel} differ between send and recv"
                 )
+
+
+def _check_sizes(action: Action) -> None:
+    """A collective's per-member sizes name every member once, this rank's as its bytes."""
+    group = action.group or ()
+    if not action.is_collective or len(action.sizes or ()) != len(group):
+        raise ProgramError(
+            f"{action.id}: `sizes` needs a collective and one size per member of its group"
+        )
+    if action.sizes[group.index(action.rank)] != action.bytes:  # type: ignore[index]
+        raise ProgramError(f"{action.id}: its own entry of `sizes` differs from its bytes")

@@ -5,16 +5,17 @@ same action ids the real engine uses, so a predicted timeline pairs with the
 measured one action by action.
 
 It is a discrete-event simulation with one global clock. Each rank starts its
-next action at the instant its previous one ends (plus the DISPATCH gap below);
+next action at the instant its previous one ends (plus the dispatch gap below);
 events (a rank becoming free, a compute finishing) are processed in time order,
 earliest first.
 
 Semantics (the same ones the real engine implements in runtime.engine.worker):
 - compute: CostModel.compute_time is its base duration, the time it takes with
-  a core to itself. A compute with the `io` arg (a checkpoint's write) waits on a
+  a core to itself. A compute with the `io` effect (a checkpoint's write) waits on a
   device, not a core: it takes its duration whoever else computes. A compute with
-  the `synced` arg and a `group` runs collectives inside it (FSDP2's forward): it
-  ends on every member together, when the last member's compute has. When the model has a core count (`cores`), the computing
+  the `synced` effect and a `group` runs collectives inside it (FSDP2's forward): it
+  ends on every member together, when the last member's compute has. When the
+  model has a core count (`cores`), the computing
   ranks share those cores as processor sharing: at any instant, if k ranks are
   computing, each progresses at min(1, cores/k) of its base speed, and the
   rates change whenever a compute starts or ends anywhere. A static slow-down
@@ -26,22 +27,22 @@ Semantics (the same ones the real engine implements in runtime.engine.worker):
   base speed.
 - a compute that starts right after its rank blocked (a recv, a ring step, a
   blocking collective, a wait, a disk write, an idle `until`) takes the cost
-  model's WAKE seconds more: the core it runs on had idled (calibrated; 0 after
-  a run, whose measured compute holds it).
-- a rank starts its next action the cost model's DISPATCH seconds after the
-  previous one ended: what its executor spends between two actions (0 unless a
-  run measured it).
-- a compute with the `until` arg, (back, seconds), computes nothing: the rank
-  idles until `seconds` after the end of its action `back` places earlier (a
+  model's wake-up seconds more (Corrections.wake): the core it runs on had idled
+  (calibrated; 0 after a run, whose measured compute holds it).
+- a rank starts its next action the cost model's dispatch gap after the previous
+  one ended (Corrections.dispatch_gap, and after a barrier its exit lag): what its
+  executor spends between two actions (0 unless a run measured it).
+- a compute with the `until` effect, Until(back, seconds), computes nothing: the
+  rank idles until `seconds` after the end of its action `back` places earlier (a
   server waiting for a request to arrive, on the clock its run started).
 - send: blocking, like `send` (or `isend` then `wait`): the message occupies
   the directed link (src, dst) for alpha + S·beta, one message after another,
   and the sender is free when its message is delivered. It never waits for
   the receiver to post its recv (gloo and NCCL buffer the message). A send
-  with the `nonblocking` arg is an `isend` whose wait comes later: the sender
-  goes on after its issue (the cost model's SEND_ISSUE seconds, 0 unless a run
-  measured it or a CPU lesson estimates it; no core taken, not slowed) and the
-  message still takes the link as above (pipelines).
+  with the `nonblocking` effect is an `isend` whose wait comes later: the sender
+  goes on after its issue (Corrections.send_issue, 0 unless a run measured it or
+  a CPU lesson estimates it; no core taken, not slowed) and the message still
+  takes the link as above (pipelines).
 - messages pair in order per channel (src, dst, tag), the `tag` arg being 0
   unless a Program separates channels (see runtime.sim.program); all channels
   from src to dst share the one link.
@@ -53,7 +54,7 @@ Semantics (the same ones the real engine implements in runtime.engine.worker):
   arrives and takes CostModel.collective_time. Each member's span runs from its
   own arrival, so waiting for a late rank shows up as time in the collective,
   as it does when measured.
-- non-blocking collective (the `nonblocking` arg: a DDP bucket's all-reduce):
+- non-blocking collective (the `nonblocking` effect: a DDP bucket's all-reduce):
   the rank goes on at once; the collective starts when the last member has
   launched it and every member's communication stream is free (one after
   another, in launch order, as on one NCCL stream), and takes its time; its
@@ -68,8 +69,8 @@ computing meanwhile.
 When no rank can move and some are not finished, the Program is deadlocked:
 DeadlockError names each stuck rank, its action and what it waits for.
 
-How: each Action is compiled into an op of plain numbers (its seconds, its
-link and channel) and runtime.sim.eventloop runs them; a lesson predicting at a
+How: each Action is compiled into an op (runtime.sim.ops: its seconds, its link
+and channel) and runtime.sim.eventloop runs them; a lesson predicting at a
 scale where building every Action is slow compiles its own ops and runs the
 same loop. `simulate_lockstep` is the closed form for ranks that are all
 alike (the same actions, costs and groups: data parallelism): they move in
@@ -84,33 +85,29 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.sim.costmodel import (
-    DISPATCH,
-    EXIT_LAG,
-    SEND_ISSUE,
-    WAKE,
-    CostModel,
-    dispatch_gap,
-    gap_after,
-)
-from runtime.sim.eventloop import (
-    ASYNC,
-    COLLECTIVE,
-    COMPUTE,
-    DRAIN,
-    RECV,
-    SEND,
-    SENDRECV,
-    SYNCED,
-    UNTIL,
-    WAIT,
-    CollectiveMismatch,
+from runtime.sim.corrections import ScaleKey
+from runtime.sim.costmodel import CostModel
+from runtime.sim.eventloop import CollectiveMismatch, Run, run_ops
+from runtime.sim.ops import (
+    BLOCKING,
+    COMPUTING,
+    Collective,
+    Compute,
+    Drain,
+    Idle,
+    Io,
+    Launch,
     Op,
-    Run,
-    run_ops,
+    Recv,
+    Send,
+    SendRecv,
+    Synced,
 )
 from runtime.sim.program import Action, Program, ProgramError
 from runtime.sim.trace import Span, Timeline
+
+# The scale of a hand-made collective's steps (its sendrecvs), as a run timed them.
+SENDRECV_SCALE = ScaleKey("sendrecv")
 
 
 @dataclass(frozen=True)
@@ -183,16 +180,12 @@ def compile_program(
 def series_gaps(program: Program, model: CostModel) -> list[list[float]] | None:
     """The gap after each Action of each rank, where a series has its own (a run
     measured it: runtime.fit.refine.refine_dispatch), and after a barrier the rank's lag
-    leaving it; None where every Action has the model's one DISPATCH, which
+    leaving it; None where every Action has the model's one dispatch gap, which
     runtime.sim.eventloop applies itself."""
-    suffix = f":{DISPATCH}"
-    if not any(key.endswith(suffix) or EXIT_LAG in key for key in model.compute):
+    corrections = model.corrections
+    if not corrections.per_action:
         return None
-    return [[gap_after(model.compute, a) for a in row] for row in program.ranks]
-
-
-# Ops after which a rank has blocked: the next compute pays the cost model's WAKE.
-BLOCKING = frozenset({RECV, SENDRECV, COLLECTIVE, DRAIN, UNTIL, WAIT})
+    return [[corrections.gap_after(a) for a in row] for row in program.ranks]
 
 
 def blocks(action: Action) -> bool:
@@ -204,8 +197,8 @@ def blocks(action: Action) -> bool:
     return (
         action.kind in ("recv", "sendrecv")
         or action.is_wait
-        or action.arg("until") is not None
-        or bool(action.arg("io"))
+        or action.effects.until is not None
+        or action.effects.io
     )
 
 
@@ -220,6 +213,8 @@ class Compiler:
         self._ids: dict[int, int] = {}  # id(group tuple) -> group id
         self._distinct: dict[tuple[int, ...], int] = {}
         self._seconds: dict[tuple[Any, ...], float] = {}
+        self._wake = model.corrections.wake
+        self._issue = model.corrections.send_issue or 0.0
 
     def group_id(self, group: tuple[int, ...]) -> int:
         # Hashing a 4096-rank group tuple for every action would make large
@@ -235,14 +230,15 @@ class Compiler:
 
     def ops(self, actions: Iterable[Action], after_wait: bool = False) -> list[Op]:
         """One rank's Actions in order as ops; a compute right after a blocking one
-        (`after_wait`: the Action before these blocked) costs the model's WAKE more."""
-        wake = self.model.compute.get(WAKE, 0.0)
+        (`after_wait`: the Action before these blocked) costs the model's wake-up more."""
+        wake = self._wake
         out: list[Op] = []
         for a in actions:
             op = self.op(a)
-            if after_wait and wake and (op[0] == COMPUTE or op[0] == SYNCED):
-                op = (op[0], op[1] + wake, *op[2:])
-            after_wait = op[0] in BLOCKING
+            kind = type(op)
+            if after_wait and wake and kind in COMPUTING:
+                op = op._replace(seconds=op.seconds + wake)  # type: ignore[union-attr]
+            after_wait = kind in BLOCKING
             out.append(op)
         return out
 
@@ -250,48 +246,51 @@ class Compiler:
         model, kind, rank = self.model, a.kind, a.rank
         if kind == "send" or kind == "sendrecv":
             alpha, beta = model.link(rank, a.dst)  # type: ignore[arg-type]
-            out = (rank, a.dst, a.arg("tag", 0))
+            out = (rank, a.dst, a.tag)
             if kind == "send":
                 # A non-blocking send holds its sender while it issues (gloo copies
                 # the message out on the sender's thread), as a run measured it.
-                issue = model.compute.get(SEND_ISSUE, 0.0) if a.arg("nonblocking", False) else None
-                return (SEND, (rank, a.dst), alpha, a.bytes * beta, out, issue)
-            into = (a.src, rank, a.arg("tag", 0))
+                issue = self._issue if a.effects.nonblocking else None
+                return Send((rank, a.dst), alpha, a.bytes * beta, out, issue)
+            into = (a.src, rank, a.tag)
             # A hand-made collective's steps, as a run timed them (refine_collectives).
-            scale = model.collective_scale.get("sendrecv", 1.0)
+            scale = model.collective_scale.get(SENDRECV_SCALE, 1.0)
             reduce = model.gamma * a.recv_bytes * scale if a.reduce else 0.0
-            return (
-                SENDRECV, (rank, a.dst), alpha * scale, a.bytes * beta * scale, out, into, reduce
-            )  # fmt: skip
+            return SendRecv((rank, a.dst), alpha * scale, a.bytes * beta * scale, out, into, reduce)
         if kind == "recv":
             reduce = model.gamma * a.bytes if a.reduce else 0.0
-            return (RECV, (a.src, rank, a.arg("tag", 0)), reduce)
+            return Recv((a.src, rank, a.tag), reduce)
+        effects = a.effects
         if a.is_collective:
             gid = self.group_id(a.group or ())
             # Everything CostModel.collective_time reads: a series may have its own scale.
             key = (
                 kind,
                 a.bytes,
+                a.sizes,
                 a.algorithm,
                 gid,
                 a.series,
                 a.nonblocking,
-                a.arg("untimed", False),
+                effects.untimed,
             )
-            if key not in self._seconds:
-                self._seconds[key] = model.collective_time(a)
-            code = ASYNC if a.nonblocking else COLLECTIVE
-            return (code, gid, self._seconds[key], (kind, a.bytes))
-        until = a.arg("until")
-        if until is not None:  # idles until a moment after an earlier action's end
-            return (UNTIL, float(until[1]), int(until[0]))
+            seconds = self._seconds.get(key)
+            if seconds is None:
+                seconds = self._seconds[key] = model.collective_time(a)
+            # What every member must agree on: each member's size where they differ.
+            signature = (kind, a.bytes) if a.sizes is None else (kind, a.sizes)
+            if a.nonblocking:
+                return Launch(gid, seconds, signature)
+            return Collective(gid, seconds, signature)
+        if effects.until is not None:  # idles until a moment after an earlier action's end
+            return Idle(float(effects.until.seconds), int(effects.until.back))
         if a.is_wait:  # until the rank's non-blocking collectives have ended
-            return (DRAIN,)
-        if a.arg("io"):  # waits on a device (the disk), not on a core
-            return (WAIT, model.compute_time(a))
-        if a.arg("synced") and a.group:  # collectives inside it: it ends with its group's
-            return (SYNCED, model.compute_time(a), self.group_id(a.group), ("synced", kind))
-        return (COMPUTE, model.compute_time(a))
+            return Drain()
+        if effects.io:  # waits on a device (the disk), not on a core
+            return Io(model.compute_time(a))
+        if effects.synced and a.group:  # collectives inside it: it ends with its group's
+            return Synced(model.compute_time(a), self.group_id(a.group), ("synced", kind))
+        return Compute(model.compute_time(a))
 
 
 def simulate_lockstep(
@@ -307,7 +306,7 @@ def simulate_lockstep(
     if model.slow:
         raise ValueError("a slowed rank is not like the others: simulate every rank")
     share = model.core_share(copies)
-    wake = model.compute.get(WAKE, 0.0)
+    wake = model.corrections.wake
     spans: list[Span] = []
     t, waited = start, False
     for action in actions:
@@ -317,13 +316,13 @@ def simulate_lockstep(
             raise ValueError(f"{action.id}: overlapped communication: simulate every rank")
         if action.is_collective:
             end = t + model.collective_time(action)
-        elif action.arg("io"):
+        elif action.effects.io:
             end = t + model.compute_time(action)  # waits on the disk, shares no core
         else:
             end = t + (model.compute_time(action) + wake * waited) / share
         waited = blocks(action)
         spans.append(span_for(action, t, end))
-        t = end + dispatch_gap(model.compute, action.series)
+        t = end + model.corrections.dispatch_gap(action.series)
     return spans
 
 
@@ -339,7 +338,7 @@ def _why_stuck(program: Program, rank: int, run: Run) -> StuckRank:
     if action.is_wait:
         return StuckRank(rank, action.id, "non-blocking collectives some rank never launches")
     if action.kind in ("recv", "sendrecv"):
-        tag = action.arg("tag", 0)
+        tag = action.tag
         channel = f" on tag {tag}" if tag else ""
         return StuckRank(
             rank, action.id, f"a message from rank {action.src}{channel} that is never sent"

@@ -4,17 +4,14 @@ Part of lesson 3 (scenarios.failure_resume): the lesson's `curves` hook turns an
 IntervalStudy (scenarios.failure_resume.interval) into a Curve, which the app's
 Curves tab and the HTML export draw generically, in English and Spanish.
 
-Pure: the metric types only.
+Pure: the metric types and the interval study (numpy: the lesson imports this module
+only when a curve is asked for).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from scenarios.failure_resume.interval import IntervalStudy
 from scenarios.metrics import Curve
-
-if TYPE_CHECKING:
-    from scenarios.failure_resume.interval import IntervalStudy
 
 
 def overhead_curve(study: IntervalStudy, typed: dict[str, str]) -> Curve:

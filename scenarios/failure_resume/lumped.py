@@ -15,21 +15,20 @@ One bar per rank stands for the steps in between. The metrics read the same
 numbers off this timeline as off the full one (the run's end, the mean step,
 the median checkpoint); the lesson's tests check that they agree where both run.
 
-Imports: runtime's pure part and the lesson contract (the UI imports this).
+Imports: runtime's pure part, the lesson contract and the lesson's params and Program
+(the UI imports this).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from runtime.sim.costmodel import CostModel
 from runtime.sim.simulate import simulate
 from runtime.sim.trace import Span, Timeline
 from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
-
-if TYPE_CHECKING:
-    from scenarios.failure_resume.lesson import ResumeParams
+from scenarios.failure_resume.params import ResumeParams
+from scenarios.failure_resume.program import build_for
 
 # The first steps drawn as simulated (then the first checkpoint and the last step).
 FIRST_STEPS = 3
@@ -64,8 +63,6 @@ def _with_predecessors(wanted: set[int], every: int) -> list[int]:
 
 def lumped(params: ResumeParams, model: CostModel) -> Lumped:
     """A few steps simulated, placed at their exact times; one bar per rank for the rest."""
-    from scenarios.failure_resume.lesson import build_for
-
     steps, every = params.steps, params.checkpoint_every
     after = min(every + 1, steps)  # the first step after a checkpoint
     wanted = {*range(1, min(steps, FIRST_STEPS) + 1), min(every, steps), after, steps}
@@ -78,7 +75,7 @@ def lumped(params: ResumeParams, model: CostModel) -> Lumped:
 
     # The first step starts on ranks that had not waited; a later one right after the
     # previous step's all-gather (ZeRO-1) or a checkpoint's write has its first compute
-    # pay the model's WAKE: what a step after a checkpoint pays beyond a usual one, `extra`.
+    # pay the model's wake-up: what a step after a checkpoint pays beyond a usual one, `extra`.
     first_s = took(1)
     step_s = took(2) if steps > 1 else first_s
     extra = took(after) - step_s if after > every else 0.0

@@ -9,7 +9,7 @@ worker restarted by `torchrun --max-restarts` resumes from the newest valid
 one there by itself.
 
 It runs this rank's Actions of the `failure-resume` Program
-(scenarios.failure_resume.lesson.build_for), one Trainer method per Action
+(scenarios.failure_resume.program.build_for), one Trainer method per Action
 (scenarios.failure_resume.trainer), a checkpoint every `checkpoint_every` steps.
 
 Faults (ctx.faults): `kill|hang:rank=R,step=K` fire in the middle of step K
@@ -46,7 +46,7 @@ from runtime.engine.files import make_private_dir, write_text_atomic
 from runtime.engine.rundirs import runs_root
 from runtime.engine.worker import RankContext
 from runtime.sim.program import Action
-from scenarios.failure_resume.lesson import ResumeParams, ResumeResult
+from scenarios.failure_resume.params import ResumeParams, ResumeResult
 from scenarios.failure_resume.trainer import Trainer
 
 Context = RankContext[ResumeParams]

@@ -1,29 +1,27 @@
 """Lesson 3's faults and what a run with failures measured.
 
-Split out of scenarios.failure_resume.lesson (so it reads in one sitting): the
-`check_faults` hook (which `--fault` specs this lesson honours, against its
+Part of lesson 3 (scenarios.failure_resume.lesson reads it for its hooks and
+metrics): the `check_faults` hook (which `--fault` specs this lesson honours, against its
 steps and checkpoints) and the metrics of a real run: the restart
 supervisor's typed account (runtime.engine.restart.RestartReport), the final state
 against the uninterrupted rerun (the ranks' ResumeResult), and the
 mean step period and the median checkpoint write read off a timeline (measured or predicted,
 lost work left out).
 
-Imports: runtime's pure part and the lesson contract (the UI imports this).
+Imports: runtime's pure part, the lesson contract and the lesson's params (the UI
+imports this).
 """
 
 from __future__ import annotations
 
 import statistics
-from typing import TYPE_CHECKING
 
 from runtime.engine.faults import Fault, refuse_overflow
 from runtime.engine.restart import RestartReport, is_lost
 from runtime.sim.trace import Timeline
+from scenarios.failure_resume.params import ResumeParams, ResumeResult
 from scenarios.metrics import Metric
 from scenarios.params import ParamError
-
-if TYPE_CHECKING:
-    from scenarios.failure_resume.lesson import ResumeParams, ResumeResult
 
 
 def check_faults(params: ResumeParams, faults: list[Fault]) -> None:
@@ -120,10 +118,9 @@ def step_period(timeline: Timeline) -> float | None:
     step unevenly (one still finishing the last step's ring), so first rank in to last
     rank out would count that skew twice, once in each step; the period between steps is
     what a step costs, and the mean is what Young's and Daly's t_step means (a run pays
-    the sum of its steps). The median step came out 1-10% below the prediction after a
-    run, which its spans' sums build (on 6 captured runs, replayed both ways: the mean
-    within 1.4%, the median 7.1%). A pair around a checkpoint write or lost work is left
-    out; a run of one step is measured first rank in to last rank out."""
+    the sum of its steps), and the prediction after a run builds it from its spans' sums,
+    which the mean matches and a median would not. A pair around a checkpoint write or
+    lost work is left out; a run of one step is measured first rank in to last rank out."""
     bounds: dict[int, list[float]] = {}
     saved: set[int] = set()
     lost: set[int] = set()

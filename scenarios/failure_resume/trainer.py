@@ -1,7 +1,7 @@
 """The training mechanism of lesson 3: data-parallel MiniGPT whose bits do not depend
 on the number of ranks, and its exact, resumable state.
 
-One training step (the Actions of scenarios.failure_resume.lesson.build_for):
+One training step (the Actions of scenarios.failure_resume.program.build_for):
 
 - data: an epoch is a permutation of a fixed MiniGPT Markov dataset drawn with
   numpy's global RNG; each step takes the next `batch` sequences; python's
@@ -43,7 +43,7 @@ import torch.distributed as dist
 from runtime.engine import checkpoint as ckpt
 from runtime.engine.models import GPTConfig, MiniGPT, markov_tokens
 from runtime.sim.formulas import even_split
-from scenarios.failure_resume.lesson import ResumeParams
+from scenarios.failure_resume.params import ResumeParams
 
 BETA1, BETA2, EPS = 0.9, 0.95, 1e-8
 BASE_LR = 3e-3

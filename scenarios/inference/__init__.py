@@ -1,4 +1,5 @@
-"""Lesson 7, distributed inference: `lesson` (params, Program, metrics; no torch),
-the pure mechanism (`trace`, `blocks`, `router`, `scheduler`, `stepmodel`, `plan`,
-`program`, `latency`, `predict`, `search`) and the rank side with torch (`rank`,
-`decode`)."""
+"""Lesson 7, distributed inference: `params` (the params, their rules, the rank
+result), the pure mechanism (`trace`, `blocks`, `router`, `scheduler`, `stepmodel`,
+`plan`, `program`, `latency`, `search`), the prediction and metrics (`predict`,
+`goodput`, `report`), `lesson` (texts, hooks, LESSON; no torch) and the rank side
+with torch (`rank`, `decode`, `weights`)."""

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from runtime.fit.replay import replay_compute
 from runtime.sim.costmodel import CostModel
@@ -34,12 +33,10 @@ from runtime.sim.program import Program
 from runtime.sim.simulate import simulate
 from scenarios.base import RunData
 from scenarios.inference import predict as predicting
+from scenarios.inference.params import InferenceParams
 from scenarios.inference.program import SeriesIndex
 from scenarios.inference.report import read_timeline
 from scenarios.metrics import Curve
-
-if TYPE_CHECKING:
-    from scenarios.inference.lesson import InferenceParams
 
 RATE_FACTORS = (0.25, 1.0, 4.0, 16.0, 64.0)
 # The points at the other rates replay at most this many requests of the trace (its
@@ -47,7 +44,7 @@ RATE_FACTORS = (0.25, 1.0, 4.0, 16.0, 64.0)
 # `predict` stays cheap at the largest trace it accepts. The point at the lesson's own
 # rate is always the whole trace's prediction (the one goodput_rps reports).
 CURVE_REQUESTS = 128
-Layout = Callable[["InferenceParams"], tuple[Program, tuple[SeriesIndex, ...]]]
+Layout = Callable[[InferenceParams], tuple[Program, tuple[SeriesIndex, ...]]]
 
 
 def predicted_goodput(

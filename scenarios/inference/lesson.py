@@ -1,7 +1,7 @@
 """Lesson 7: distributed inference — TP and PP decode, the KV cache, batching, routing, SLOs.
 
-The `inference` lesson, top to bottom: its params, its narrative (texts.toml),
-its Program, its metrics. A small MiniGPT serves a seeded Poisson trace of
+The `inference` lesson, top to bottom: its params (.params), its narrative
+(texts.toml), its Program (.program), its metrics. A small MiniGPT serves a seeded Poisson trace of
 requests with greedy decoding on real ranks, in each `mode` of the list, one
 after the other (each a `series`): `tp` (heads split across the ranks, two
 all-reduces per layer and an all-gather of the logits per iteration), `pp`
@@ -22,171 +22,26 @@ Imports: runtime's pure part and the lesson contract (the UI imports this).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from functools import lru_cache
+from dataclasses import replace
 
 from runtime.sim.costmodel import CostModel
-from runtime.sim.program import Program
 from runtime.sim.trace import Timeline
-from scenarios.base import Hooks, Lesson, RankResult, RunData
+from scenarios.base import Hooks, Lesson, RunData
 from scenarios.inference import predict as predicting
-from scenarios.inference import report, rules
+from scenarios.inference import report
 from scenarios.inference.goodput import goodput_curve
-from scenarios.inference.plan import MODES, Clock, Plan, Serving, plan
-from scenarios.inference.program import SeriesIndex, write_series
-from scenarios.inference.router import ROUTERS
-from scenarios.inference.stepmodel import DTYPE_BYTES, Shape, planning_device
-from scenarios.inference.trace import LENGTHS, TraceSpec, make_trace
+from scenarios.inference.params import InferenceParams, InferenceResult
+from scenarios.inference.program import build, layout
+from scenarios.inference.stepmodel import planning_device
 from scenarios.metrics import Metric
-from scenarios.params import (
-    Mode,
-    Params,
-    choice,
-    choices,
-    count,
-    duration,
-    integer,
-    number,
-)
-from scenarios.shape import GPTShape
 from scenarios.texts import load_texts
 
-MAX_RUN_PARAMETERS = 1_000_000
-
-
-# -- parameters -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class InferenceParams(Params):
-    mode: tuple[str, ...] = choices(("tp",), MODES)
-    ranks: int = integer(2, 1, 4, 4096)
-    tp: int = integer(0, 0, 4, 4096)
-    pp: int = integer(0, 0, 4, 4096)
-    replicas: int = integer(0, 0, 4, 4096)
-    router: str = choice("round-robin", ROUTERS)
-    batching: str = choice("continuous", ("continuous", "static"))
-    max_batch: int = integer(8, 1, 64, 4096)
-    rate: float = number(10.0, 0.0, 10_000.0, 1e9)
-    requests: int = integer(16, 1, 64, 1000)
-    prompt_len: int = integer(12, 1, 256, 1 << 20)
-    output_len: int = integer(12, 1, 256, 1 << 20)
-    lengths: str = choice("uniform", LENGTHS)
-    prefixes: int = integer(0, 0, 16, 1024)
-    prefix_len: int = integer(16, 0, 256, 1 << 20)
-    ttft_slo: float = duration(0.25, 0.0)
-    tpot_slo: float = duration(0.02, 0.0)
-    attainment: float = number(0.9, 0.0, 1.0)
-    kv_block: int = integer(8, 1, 64, 1024)
-    kv_blocks: int = integer(128, 1, 4096, 1 << 20)
-    seed: int = integer(0, 0, 2**31 - 1)
-    model: GPTShape = GPTShape(
-        layers=2, hidden=64, heads=4, seq=64, vocab=64, run_limit=MAX_RUN_PARAMETERS
-    )
-    kv_heads: int = integer(0, 0, 32, 1024)
-    head_dim: int = integer(0, 0, 512, 4096)
-    dtype: str = choice("fp32", tuple(DTYPE_BYTES))
-    params: int | str = count("auto")
-    gpus: int = integer(8, 1, 64, 4096)
-    price: float = number(2.0, 0.0, 1000.0)
-
-    def check(self, mode: Mode) -> None:
-        rules.check(self, mode)  # scenarios/inference/rules.py
-
-    @property
-    def world_size(self) -> int:
-        """The most ranks a mode spans (on a real run, every mode spans all of them)."""
-        return max(self.degree(m) for m in self.mode)
-
-    def degree(self, mode: str) -> int:
-        """Ranks a mode spans: its own knob, or every rank."""
-        return int(getattr(self, mode)) or self.ranks
-
-    @property
-    def shape(self) -> Shape:
-        m = self.model
-        return Shape(
-            layers=m.layers,
-            hidden=m.hidden,
-            heads=m.heads,
-            kv_heads=self.kv_heads or m.heads,
-            head_dim=self.head_dim or m.hidden // m.heads,
-            vocab=m.vocab,
-            seq=m.seq,
-            dtype_bytes=DTYPE_BYTES[self.dtype],
-            total_params=None if self.params == "auto" else int(self.params),
-        )
-
-    @property
-    def trace_spec(self) -> TraceSpec:
-        return TraceSpec(
-            self.requests,
-            self.rate,
-            self.prompt_len,
-            self.output_len,
-            self.lengths,
-            self.prefixes,
-            self.prefix_len,
-            self.model.vocab,
-            self.seed,
-        )
-
-    def serving(self, mode: str) -> Serving:
-        return Serving.of_mode(
-            mode,
-            self.degree(mode),
-            batching=self.batching,
-            router=self.router,
-            max_batch=self.max_batch,
-            kv_block=self.kv_block,
-            kv_blocks=self.kv_blocks,
-        )
-
-
-@dataclass(frozen=True)
-class SeriesRun:
-    """What one rank saw of one mode: the requests it answered and whether their tokens
-    are those of torch's own greedy decode (the whole model, one process, no cache)."""
-
-    answered: int
-    mismatched: list[int]  # request ids whose tokens differ
-    kv_pool_bytes: int  # the KV pool this rank allocated
-    kv_peak_bytes: int  # its blocks in use at the peak
-    reference_tokens: int  # tokens torch's own decode produced for them, before the clock
-    reference_s: float  # and the seconds it took (no cache: the whole sequence every step)
-
-
-@dataclass(frozen=True, kw_only=True)
-class InferenceResult(RankResult):
-    """Per rank: `compute_costs` are measured/planned seconds of prefill and decode work
-    (the step model's calibration), and each mode's run."""
-
-    series: dict[str, SeriesRun]
-
+# -- parameters: InferenceParams, and each rank's InferenceResult (scenarios/inference/params.py)
 
 TEXTS = load_texts(__package__)  # scenarios/inference/texts.toml
 
 
-# -- program ----------------------------------------------------------------------------------
-@lru_cache(maxsize=8)
-def planning_plans(params: InferenceParams) -> list[Plan]:
-    """Each mode's plan on the planning clock: what a real run executes."""
-    requests = make_trace(params.trace_spec)
-    return [plan(params.shape, planning_device(), params.serving(m), requests) for m in params.mode]
-
-
-@lru_cache(maxsize=8)
-def layout(params: InferenceParams) -> tuple[Program, tuple[SeriesIndex, ...]]:
-    """The Program and where each series' facts sit in it (cached: metrics read it)."""
-    program = Program(world_size=params.world_size, name="inference")
-    indexes = []
-    for mode, planned in zip(params.mode, planning_plans(params), strict=True):
-        clock = Clock(params.shape, planning_device(), planned.serving)
-        ranks = tuple(range(planned.serving.gpus))
-        indexes.append(write_series(program, mode, clock, planned, ranks))
-    return program, tuple(indexes)
-
-
-def build(params: InferenceParams) -> Program:
-    return layout(params)[0]
+# -- program: build, and the layout of its series (scenarios/inference/program.py)
 
 
 def estimate(params: InferenceParams, model: CostModel) -> CostModel:

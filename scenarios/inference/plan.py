@@ -27,14 +27,13 @@ from runtime.sim import formulas
 from scenarios.inference.blocks import BlockManager, blocks_for
 from scenarios.inference.router import Router
 from scenarios.inference.scheduler import Engine, Iteration, Timing, serve, serve_pipeline
+from scenarios.inference.stagecost import StageCost
 from scenarios.inference.stepmodel import (
     Device,
     Shape,
     Work,
     back_seconds,
     hop_seconds,
-    slice_seconds,
-    tp_comm_seconds,
 )
 from scenarios.inference.trace import Request
 
@@ -99,12 +98,17 @@ class Clock:
         key = (count, s == 0, last)
         seconds = memo[1].get(key)
         if seconds is None:
-            compute = slice_seconds(
-                self.shape, self.device, work, count, embed=s == 0, head=last, tp=tp
-            )
-            seconds = compute + tp_comm_seconds(self.shape, self.device, work, count, tp, last)
-            memo[1][key] = seconds
+            cost = self._costs.get(key)
+            if cost is None:
+                cost = self._costs[key] = StageCost(
+                    self.shape, self.device, count, embed=s == 0, head=last, tp=tp
+                )
+            seconds = memo[1][key] = cost(work)
         return seconds
+
+    @cached_property
+    def _costs(self) -> dict[tuple[int, bool, bool], StageCost]:
+        return {}
 
     @cached_property
     def _memo(self) -> list:

@@ -14,13 +14,13 @@ Pure: stdlib and the lesson's pure modules.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from runtime.sim.costmodel import CostModel
 from runtime.sim.trace import Span, Timeline
 from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
 from scenarios.inference.disagg import disaggregated
 from scenarios.inference.latency import Served, served
+from scenarios.inference.params import InferenceParams
 from scenarios.inference.plan import Plan, plan
 from scenarios.inference.program import requests_label
 from scenarios.inference.report import layout_metrics, serving_metrics
@@ -28,9 +28,6 @@ from scenarios.inference.search import kv_blocks, search, trace_blocks
 from scenarios.inference.stepmodel import Device
 from scenarios.inference.trace import make_trace
 from scenarios.metrics import Metric
-
-if TYPE_CHECKING:
-    from scenarios.inference.lesson import InferenceParams
 
 MAX_SPANS = 8_000
 FORMULA = (

@@ -6,7 +6,7 @@ iteration; this module writes what each rank does for it, so that the real
 ranks (scenarios.inference.rank) and the simulator run the same steps:
 
 - a `wait` action before an iteration with newcomers: the rank idles until the
-  latest of them has arrived (the `until` arg: seconds after the series' start
+  latest of them has arrived (its `until` effect: seconds after the series' start
   barrier on this rank), since a server cannot answer a request before it
   comes;
 - tp: per layer, attention's compute, an all-reduce of the T·h partial sums
@@ -26,17 +26,25 @@ Compute actions cost `prefill` or `decode` seconds scaled by `work`, the part's
 seconds on the planning clock: a run refines the two scales from what it
 measured (runtime.fit.refine.refine), i.e. it calibrates the step model.
 
-Pure: stdlib and the lesson's pure modules.
+`build(params)`: every mode's series, planned on the planning clock (`layout`
+also says where each series' facts sit in the Program, for the metrics and the
+ranks).
+
+Pure: stdlib and the lesson's params and pure modules.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
+from runtime.sim.effects import Effects, Until
 from runtime.sim.program import Action, Program, barriers
-from scenarios.inference.plan import Clock, Plan
+from scenarios.inference.params import InferenceParams
+from scenarios.inference.plan import Clock, Plan, plan
 from scenarios.inference.scheduler import Iteration
-from scenarios.inference.stepmodel import TOKEN_BYTES, Shape, part_seconds
+from scenarios.inference.stepmodel import TOKEN_BYTES, Shape, part_seconds, planning_device
+from scenarios.inference.trace import make_trace
 
 FP32 = 4
 
@@ -98,7 +106,8 @@ class _Writer:
                 series=self.series,
                 step=k,
                 phase="wait",
-                args=(("until", (back, it.wait_until)), ("iteration", k)),
+                args=(("iteration", k),),
+                effects=Effects(until=Until(back, it.wait_until)),
             )
         )
 
@@ -277,3 +286,26 @@ def kv_bytes_per_block(shape: Shape, serving_tp: int, layers: int, block: int) -
         * block
         * shape.dtype_bytes
     )
+
+
+@lru_cache(maxsize=8)
+def planning_plans(params: InferenceParams) -> list[Plan]:
+    """Each mode's plan on the planning clock: what a real run executes."""
+    requests = make_trace(params.trace_spec)
+    return [plan(params.shape, planning_device(), params.serving(m), requests) for m in params.mode]
+
+
+@lru_cache(maxsize=8)
+def layout(params: InferenceParams) -> tuple[Program, tuple[SeriesIndex, ...]]:
+    """The Program and where each series' facts sit in it (cached: metrics read it)."""
+    program = Program(world_size=params.world_size, name="inference")
+    indexes = []
+    for mode, planned in zip(params.mode, planning_plans(params), strict=True):
+        clock = Clock(params.shape, planning_device(), planned.serving)
+        ranks = tuple(range(planned.serving.gpus))
+        indexes.append(write_series(program, mode, clock, planned, ranks))
+    return program, tuple(indexes)
+
+
+def build(params: InferenceParams) -> Program:
+    return layout(params)[0]

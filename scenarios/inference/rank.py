@@ -38,9 +38,9 @@ from runtime.engine.models import GPTConfig, MiniGPT
 from runtime.engine.worker import RankContext
 from runtime.sim.program import Action
 from scenarios.inference.decode import Chunk, Shard, greedy_reference
-from scenarios.inference.lesson import InferenceParams, InferenceResult, SeriesRun, layout
+from scenarios.inference.params import InferenceParams, InferenceResult, SeriesRun
 from scenarios.inference.plan import stage_layers
-from scenarios.inference.program import SeriesIndex
+from scenarios.inference.program import SeriesIndex, layout
 from scenarios.inference.scheduler import Iteration
 from scenarios.inference.weights import trained
 
@@ -118,7 +118,7 @@ class Server:
             dist.barrier()
             self.origin = self.ctx.now()
         elif kind == "wait":
-            _, seconds = action.arg("until")
+            seconds = action.effects.until.seconds  # type: ignore[union-attr]
             delay = self.origin + seconds - self.ctx.now()
             if delay > 0:
                 time.sleep(delay)
@@ -253,7 +253,7 @@ def run_rank(ctx: RankContext[InferenceParams]) -> InferenceResult:
         )
     # The scale of a kind is its total CPU seconds over its total planned seconds, not
     # the median action's ratio: the first action after an idle wait runs on cold
-    # caches (3-9x its planned time on this machine's shared cores), and TTFT pays it
+    # caches (several times its planned time where the ranks share cores), and TTFT pays it
     # in full; a sum of times is predicted by the ratio of the sums.
     cpu: dict[str, list[float]] = {"prefill": [0.0, 0.0], "decode": [0.0, 0.0]}
     for server in servers.values():

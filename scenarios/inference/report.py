@@ -12,18 +12,15 @@ Imports: runtime's pure part and the lesson's pure modules.
 from __future__ import annotations
 
 import statistics
-from typing import TYPE_CHECKING
 
 from runtime.sim.trace import Timeline
 from scenarios.inference.blocks import blocks_for
 from scenarios.inference.latency import Served, occupancy, served
+from scenarios.inference.params import InferenceParams
 from scenarios.inference.plan import Plan
 from scenarios.inference.program import SeriesIndex, kv_bytes_per_block
 from scenarios.inference.stepmodel import Device, Shape, Work, tp_comm_seconds
 from scenarios.metrics import Lane, Lanes, Metric
-
-if TYPE_CHECKING:
-    from scenarios.inference.lesson import InferenceParams
 
 
 def read_timeline(index: SeriesIndex, timeline: Timeline) -> Served:

@@ -35,14 +35,16 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from scenarios.inference.blocks import BlockManager
 from scenarios.inference.stepmodel import Work
 from scenarios.inference.trace import Request
 
 
-@dataclass(frozen=True)
-class Piece:
+# The records a plan makes per iteration and per sequence in it (tens of thousands in a
+# config search) are NamedTuples: immutable like a frozen dataclass, built faster.
+class Piece(NamedTuple):
     """One sequence's share of an iteration: positions start..start+count-1, and the
     token sampled from the last of them."""
 
@@ -61,8 +63,7 @@ class Piece:
         return not self.leaves
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     """What an engine runs next, and its KV occupancy while it runs."""
 
     prefill: bool
@@ -71,14 +72,10 @@ class Decision:
     hits: int
     kv: tuple[int, int]
     contiguous: tuple[int, int]
-
-    @property
-    def work(self) -> Work:
-        return Work.of((p.start, p.count, True) for p in self.pieces)
+    work: Work  # Work.of its pieces, each emitting a token
 
 
-@dataclass(frozen=True)
-class Iteration:
+class Iteration(NamedTuple):
     """One iteration of one engine, on the plan's clock."""
 
     engine: int
@@ -132,54 +129,53 @@ class Engine:
         newcomers = self._admit() if self.queue and not (self.static and self.made) else []
         if not newcomers and not self.made:
             return None
-        hits = sum(self.blocks.tables[r].filled for r in newcomers)
-        work = newcomers or list(self.made)
+        blocks, requests, made_so_far = self.blocks, self.requests, self.made
+        tables = blocks.tables
+        first = bool(newcomers)
+        hits = sum(tables[r].filled for r in newcomers)
+        # (request, start, count, its block table, tokens made after it, its output length),
+        # and the iteration's Work summed on the way (Work.of's sums, each piece emitting)
         planned = []
-        for rid in work:
-            req = self.requests[rid]
-            if newcomers:
-                start = self.blocks.tables[rid].filled
+        tokens = attn = kv = 0
+        for rid in newcomers or list(made_so_far):
+            req = requests[rid]
+            if first:
+                start = tables[rid].filled
                 count, made = len(req.prompt) - start, 1
             else:
-                start, count, made = len(req.prompt) + self.made[rid] - 1, 1, self.made[rid] + 1
-            table = self.blocks.write(rid, req.prompt, count)
-            planned.append((rid, start, count, table, made))
+                made = made_so_far[rid]
+                start, count, made = len(req.prompt) + made - 1, 1, made + 1
+            table = blocks.write(rid, req.prompt, count)
+            planned.append((rid, start, count, table, made, req.output_len))
+            tokens += count
+            attn += count * start + count * (count + 1) // 2  # as Work.of counts them
+            kv += start + count
         for rid in newcomers:
-            self.made[rid] = 0
+            made_so_far[rid] = 0
         if self.static:
-            leaving = (
-                {rid for rid, *_ in planned}
-                if max(m for *_, m in planned) >= self.target
-                else set()
-            )
+            last = max(p[4] for p in planned) >= self.target
+            leaving = {p[0] for p in planned} if last else set()
         else:
-            leaving = {rid for rid, *_, made in planned if made >= self.requests[rid].output_len}
+            leaving = {rid for rid, _, _, _, made, out in planned if made >= out}
         pieces = tuple(
-            Piece(
-                rid,
-                start,
-                count,
-                table,
-                first=bool(newcomers),
-                done=made == self.requests[rid].output_len,
-                leaves=rid in leaving,
-                padding=made > self.requests[rid].output_len,
-            )
-            for rid, start, count, table, made in planned
+            Piece(rid, start, count, table, first, made == out, rid in leaving, made > out)
+            for rid, start, count, table, made, out in planned
         )
+        n = len(planned)
         decision = Decision(
-            bool(newcomers),
+            first,
             pieces,
             tuple(newcomers),
             hits,
-            self.blocks.used_slots(),
+            blocks.used_slots(),
             self.contiguous(),
+            Work(tokens, n, attn, kv, n),
         )
-        for rid, *_, made in planned:
-            self.made[rid] = made
+        for rid, _, _, _, made, _ in planned:
+            made_so_far[rid] = made
         for rid in leaving:
-            del self.made[rid]
-            self.blocks.finish(rid)
+            del made_so_far[rid]
+            blocks.finish(rid)
         return decision
 
     def _admit(self) -> list[int]:

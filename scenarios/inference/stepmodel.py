@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 from runtime.sim import formulas
 from runtime.sim.compute import TYPICAL_CPU, ComputeRates
@@ -122,8 +123,7 @@ class Shape:
         return max(1, self.kv_heads // tp)
 
 
-@dataclass(frozen=True)
-class Work:
+class Work(NamedTuple):  # one per iteration: a NamedTuple, quick to build
     """What one iteration asks of the model: T positions in S sequences, A query·key
     pairs, K context positions read from the cache, O tokens emitted."""
 

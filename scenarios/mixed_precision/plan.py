@@ -1,30 +1,26 @@
 """Lesson 6's Program: each series' training steps as Actions, the buckets launched in backward.
 
-Split out of scenarios.mixed_precision.lesson (the lesson reads in one
-sitting): the series a run trains (`variants`: a precision times an
-implementation) and, per rank and step, the Actions both engines run
+The lesson's Program (scenarios.mixed_precision.lesson declares it): the series
+a run trains (`variants`: a precision times an implementation) and, per rank and
+step, the Actions both engines run
 (`step_actions`): F; the backward parts in the order backward runs them, each
 followed by the all-reduces of the buckets it completes (non-blocking: they run
 under the rest of backward, on the rank's communication stream); a wait for the
 last of them; the unscale (fp16) or the copy to fp32 (bf16); Adam on the fp32
 weights. The buckets are scenarios.mixed_precision.buckets' (torch's rule).
 
-Imports: runtime's pure part and the lesson's pure modules.
+Imports: runtime's pure part and the lesson's params and buckets (the UI imports this).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from runtime.sim.effects import NONBLOCKING
 from runtime.sim.program import Action, Program, barriers
 from scenarios.mixed_precision import buckets
+from scenarios.mixed_precision.params import MixedParams
 
-if TYPE_CHECKING:
-    from scenarios.mixed_precision.lesson import MixedParams
-
-PRECISIONS = ("fp32", "fp16", "bf16")
-IMPLEMENTATIONS = ("hand", "torch")
 ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}  # of a gradient, what a bucket holds
 
 
@@ -107,7 +103,7 @@ def step_actions(
                 group=group,
                 algorithm="builtin",
                 chunk=j,
-                args=(("nonblocking", True),),
+                effects=NONBLOCKING,
             )  # fmt: skip
             for j in after.get(p, ())
         ]

@@ -40,7 +40,7 @@ from runtime.engine.models import GPTConfig, MiniGPT, batch
 from runtime.engine.worker import RankContext
 from runtime.sim.program import Action
 from scenarios.mixed_precision import buckets
-from scenarios.mixed_precision.lesson import MixedParams
+from scenarios.mixed_precision.params import MixedParams
 from scenarios.mixed_precision.plan import Variant, variants
 from scenarios.mixed_precision.results import MixedResult, SeriesResult, Underflow
 from scenarios.mixed_precision.scaler import INIT_SCALE
@@ -179,7 +179,7 @@ def run_rank(ctx: Context) -> MixedResult:
     grad_diff: dict[str, float] = {}
     p2p: list[tuple[int, float]] = []
 
-    # What the first trainer pays once (lazy imports: some 0.8 s), paid before the clock.
+    # What the first trainer pays once (its lazy imports), paid before the clock.
     SeriesTrainer(cfg, Variant("warm-up", "fp16", "hand"), params.bucket_cap, 0, 1)
     ctx.start_clock()
     for series, group in groupby(ctx.actions, key=lambda a: a.series):

@@ -1,6 +1,6 @@
 """Lesson 6's metrics and marks: what a run measured beside what was predicted.
 
-Split out of scenarios.mixed_precision.lesson (it reads in one sitting). Per
+The lesson's `metrics` and `marks` hooks (scenarios.mixed_precision.lesson). Per
 series: the step time and the share of communication hidden under backward
 (scenarios.mixed_precision.timing, measured and predicted alike), the bucket
 sizes (measured beside scenarios.mixed_precision.buckets' plan), the losses
@@ -17,22 +17,19 @@ Memory per parameter with Adam (docs/references.md "Mixed precision"): fp32 4 + 
 fp32 (Megatron's main grads); here the fp32 copy of the gradients exists only
 around the optimizer step, so it is drawn with the buckets as `buffers`.
 
-Imports: runtime's pure part and the lesson contract (the UI imports this).
+Imports: runtime's pure part, the lesson contract and the lesson's params, Program
+and pure modules (the UI imports this).
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from runtime.sim.trace import Mark, Timeline
 from scenarios.base import RunData
 from scenarios.metrics import Metric
 from scenarios.mixed_precision import buckets, formats, timing
+from scenarios.mixed_precision.params import MixedParams
 from scenarios.mixed_precision.plan import ELEMENT_BYTES, Variant, caps, variants
 from scenarios.mixed_precision.results import MixedResult, SeriesResult
-
-if TYPE_CHECKING:
-    from scenarios.mixed_precision.lesson import MixedParams
 
 LISTED_BUCKETS = 64  # past this many buckets, only their count is reported
 STATE = ("params", "grads", "master", "optimizer")  # the model states, per parameter

@@ -21,7 +21,6 @@ Imports: runtime's pure part and the lesson's pure modules.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from runtime.sim.costmodel import CostModel
 from runtime.sim.program import Action
@@ -30,11 +29,9 @@ from runtime.sim.trace import Span, Timeline
 from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped, RunData
 from scenarios.metrics import Curve, Metric
 from scenarios.mixed_precision import buckets
+from scenarios.mixed_precision.params import MixedParams
 from scenarios.mixed_precision.plan import ELEMENT_BYTES, Variant, caps, step_actions, variants
 from scenarios.mixed_precision.results import MixedResult
-
-if TYPE_CHECKING:
-    from scenarios.mixed_precision.lesson import MixedParams
 
 KiB = 1024
 SWEEP_POINTS = 24  # bucket caps, doubling from 1 KiB

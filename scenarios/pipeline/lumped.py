@@ -13,7 +13,8 @@ sent), exactly what the full Program gives; what is drawn is each rank's
 first and last compute slots of each schedule, with one bar for the slots
 between. The lesson's tests check both against the full simulation.
 
-Imports: runtime's pure part and the lesson contract (the UI imports this).
+Imports: runtime's pure part, the lesson contract and the lesson's params, metrics
+(.report) and schedules (the UI imports this).
 """
 
 from __future__ import annotations
@@ -21,20 +22,19 @@ from __future__ import annotations
 import statistics
 from itertools import accumulate
 from operator import itemgetter, sub
-from typing import TYPE_CHECKING
 
 from runtime.sim.costmodel import CostModel
-from runtime.sim.eventloop import COMPUTE, SEND, Op, Run, gc_paused, run_ops
+from runtime.sim.eventloop import Run, gc_paused, run_ops
+from runtime.sim.ops import BLOCKING, Compute, Op, Send
 from runtime.sim.program import Action, barriers
-from runtime.sim.simulate import BLOCKING, Compiler, span_for
+from runtime.sim.simulate import Compiler, span_for
 from runtime.sim.trace import Span, Timeline
 from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
 from scenarios.metrics import Metric
 from scenarios.pipeline.orders import ORDERS, Slot
+from scenarios.pipeline.params import PipelineParams
+from scenarios.pipeline.report import SchedulePrediction, schedule_metrics
 from scenarios.pipeline.schedules import slot_actions
-
-if TYPE_CHECKING:
-    from scenarios.pipeline.lesson import PipelineParams, SchedulePrediction
 
 # A slot's compiled ops, its compute's index among them, bytes and messages sent, and
 # whether its last op blocks.
@@ -69,8 +69,6 @@ class _Layout:
 @gc_paused()
 def lumped(params: PipelineParams, model: CostModel) -> Lumped:
     """Every action simulated from each rank's order of work; a part of them drawn."""
-    from scenarios.pipeline.lesson import schedule_metrics
-
     p = params.stages
     compiler = Compiler(model)
     everyone = tuple(range(p))
@@ -88,15 +86,17 @@ def lumped(params: PipelineParams, model: CostModel) -> Lumped:
             # them, bytes and sends
             templates: dict[tuple[str, int, bool], _Template] = {}
             compute, sent, messages = layout.compute, 0, 0
-            waited = row[-1][0] in BLOCKING  # the last op blocks: a compute after pays
+            waited = type(row[-1]) in BLOCKING  # the last op blocks: a compute after pays
             for kind, chunk, _ in layout.slots:
                 template = templates.get((kind, chunk, waited))
                 if template is None:
                     actions = slot_actions(schedule, shape, rank, (kind, chunk, 0), "", prefix)
                     ops = tuple(compiler.ops(actions, after_wait=waited))
-                    at = next(i for i, op in enumerate(ops) if op[0] == COMPUTE)
-                    sends = [a.bytes for a, op in zip(actions, ops, strict=True) if op[0] == SEND]
-                    template = (ops, at, sum(sends), len(sends), ops[-1][0] in BLOCKING)
+                    at = next(i for i, op in enumerate(ops) if type(op) is Compute)
+                    sends = [
+                        a.bytes for a, op in zip(actions, ops, strict=True) if type(op) is Send
+                    ]
+                    template = (ops, at, sum(sends), len(sends), type(ops[-1]) in BLOCKING)
                     templates[(kind, chunk, waited)] = template
                 ops, at, nbytes, count, waited = template
                 compute.append(len(row) + at)
@@ -128,8 +128,6 @@ def lumped(params: PipelineParams, model: CostModel) -> Lumped:
 def _prediction(schedule: str, per_rank: list[_Layout], run: Run) -> SchedulePrediction:
     """The schedule's makespan and bubble from the ops' times (a rank's ops start and end
     in order), and what its order of work holds and sends."""
-    from scenarios.pipeline.lesson import SchedulePrediction
-
     starts, ends = run.starts, run.ends
     first = min(starts[r][layout.at + 1] for r, layout in enumerate(per_rank))
     last = max(ends[r][layout.end - 1] for r, layout in enumerate(per_rank))

@@ -38,7 +38,7 @@ from runtime.engine.models import GPTConfig, MiniGPT, batch, split_stages
 from runtime.engine.worker import RankContext
 from runtime.sim.program import Action
 from scenarios.pipeline.executor import PipelineExecutor
-from scenarios.pipeline.lesson import (
+from scenarios.pipeline.params import (
     PipelineParams,
     PipelineResult,
     ScheduleRun,

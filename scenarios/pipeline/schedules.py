@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from runtime.sim.effects import NO_EFFECTS, NONBLOCKING
 from runtime.sim.program import Action, Program, barriers
 from scenarios.params import ParamError
 from scenarios.pipeline.orders import ORDERS, Slot, phase_of
@@ -182,14 +183,13 @@ def _message(
         ("buffer", buffer),
     )
     peer = peer_stage % shape.stages
-    if kind == "send":
-        args += (("nonblocking", True),)
     return Action(
         id=f"{prefix}{kind}.{short}.s{stage}.mb{mb}",
         kind=kind,
         label=f"{kind} {short} {mb}",
         bytes=shape.activation_bytes,
         args=args,
+        effects=NONBLOCKING if kind == "send" else NO_EFFECTS,
         **({"dst": peer} if kind == "send" else {"src": peer}),
         **common,
     )

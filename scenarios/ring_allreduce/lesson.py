@@ -1,9 +1,9 @@
 """Lesson 1: data parallelism needs an all-reduce, and the ring does it in 2(n-1) steps.
 
-The `ring-allreduce` lesson, top to bottom: its params, its narrative (with every text a learner reads, in texts.toml), its
-Program, its metrics. Each timed iteration starts with a barrier (so all ranks
-start together) and then runs the chosen algorithm on a buffer of `size` bytes
-per rank:
+The `ring-allreduce` lesson, top to bottom: its params (.params), its narrative
+(with every text a learner reads, in texts.toml), its Program (.program), its
+metrics. Each timed iteration starts with a barrier (so all ranks start together)
+and then runs the chosen algorithm on a buffer of `size` bytes per rank:
 
 - ring: the hand-made ring reduce-scatter + all-gather (runtime.engine.collectives),
   one sendrecv Span per step with its bytes, peer and chunk;
@@ -23,135 +23,27 @@ Imports: runtime's pure part and the lesson contract (the UI imports this).
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from runtime.engine import collectives
 from runtime.engine.faults import Fault, require_timed
-from runtime.sim import formulas
-from runtime.sim.program import Action, Program, barriers
+from runtime.sim import collective_kinds, formulas
+from runtime.sim.program import Program
 from runtime.sim.trace import Timeline
-from scenarios.base import Hooks, Lesson, RankResult, RunData
+from scenarios.base import Hooks, Lesson, RunData
 from scenarios.metrics import Metric
-from scenarios.params import Mode, ParamError, Params, choice, integer, size
+from scenarios.params import ParamError
 from scenarios.ring_allreduce import lumped
+from scenarios.ring_allreduce.params import REFERENCE, RingParams, RingResult
+from scenarios.ring_allreduce.program import build
 from scenarios.texts import load_texts
 
-DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
-# Above this many ranks `predict` costs each rank's whole all-reduce as one action
-# (the same formula the step-by-step ring adds up to), so 4096 ranks stay fast.
-STEPWISE_MAX_RANKS = 64
-# The series of torch's all_reduce, timed in every iteration beside the hand-made one.
-REFERENCE = "reference"
-
-
-# -- parameters -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RingParams(Params):
-    ranks: int = integer(4, 2, 16, 4096)
-    size: int = size(4 * 2**20, 1, 256 * 2**20, 2**40)
-    algorithm: str = choice("ring", ("ring", "tree", "builtin"))
-    dtype: str = choice("float32", tuple(DTYPE_BYTES))
-    repeat: int = integer(3, 1, 50)
-
-    def check(self, mode: Mode) -> None:
-        if self.size % self.itemsize:
-            raise ParamError(
-                "size",
-                f"size={self.size}: must be a whole number of {self.dtype} elements "
-                f"({self.itemsize} bytes each)",
-                es=f"size={self.size}: debe ser un número entero de elementos {self.dtype} "
-                f"({self.itemsize} bytes cada uno)",
-            )
-
-    @property
-    def itemsize(self) -> int:
-        return DTYPE_BYTES[self.dtype]
-
-    @property
-    def numel(self) -> int:
-        return self.size // self.itemsize
-
-    @property
-    def stepwise(self) -> bool:
-        """True when the Program lists every step of a hand-made algorithm."""
-        return self.algorithm != "builtin" and self.ranks <= STEPWISE_MAX_RANKS
-
-
-@dataclass(frozen=True, kw_only=True)
-class RingResult(RankResult):
-    """What each rank reports: bytes it sent per iteration (hand-made algorithms), and
-    how far its result is from torch's all_reduce of the same data."""
-
-    bytes_sent_per_iteration: int | None
-    max_abs_diff_vs_builtin: float
-    equals_builtin: bool
-
+# -- parameters: RingParams, and each rank's RingResult (scenarios/ring_allreduce/params.py)
 
 # -- narrative: the steps, title, summary and params' help, in Spanish and English --
 TEXTS = load_texts(__package__)  # scenarios/ring_allreduce/texts.toml
 
 
-# -- program ------------------------------------------------------------------------------
-def build(params: RingParams) -> Program:
-    n, algorithm = params.ranks, params.algorithm
-    group = list(range(n))
-    members = tuple(group)  # one shared tuple: the simulator keys collectives by it
-    program = Program(n, name="ring-allreduce")
-    for step in range(params.repeat):
-        prefix = f"it{step}."
-        program.extend(
-            barriers(
-                f"{prefix}{algorithm}.barrier", members, series=algorithm, phase="start", step=step
-            )
-        )
-        if not params.stepwise:
-            # One action per rank, costed by the algorithm's formula.
-            label = "all_reduce" if algorithm == "builtin" else f"{algorithm} all_reduce"
-            program.extend(
-                _all_reduce(f"{prefix}allreduce", members, params.size, algorithm, label, step)
-            )
-        else:
-            if algorithm == "ring":
-                schedule = collectives.ring_all_reduce(
-                    group, params.numel, params.itemsize, prefix=prefix, step=step
-                )
-            else:
-                schedule = collectives.tree_all_reduce(group, params.size, prefix=prefix, step=step)
-            for rank in group:
-                program.extend(replace(a, series=algorithm) for a in schedule[rank])
-        # torch's own all_reduce on the same data, after a barrier, in every iteration:
-        # measured side by side with the hand-made one, so drifts in the machine's load
-        # hit both alike (and the learner sees both on one timeline).
-        program.extend(
-            barriers(
-                f"{prefix}{REFERENCE}.barrier",
-                members,
-                series=REFERENCE,
-                phase=REFERENCE,
-                step=step,
-            )
-        )
-        reference = _all_reduce(
-            f"{prefix}{REFERENCE}.all_reduce",
-            members,
-            params.size,
-            REFERENCE,
-            "torch all_reduce",
-            step,
-        )
-        program.extend(reference)
-    return program
-
-
-def _all_reduce(
-    name: str, members: tuple[int, ...], nbytes: int, series: str, label: str, step: int
-) -> list[Action]:
-    """One all_reduce action per rank, costed by its algorithm's formula."""
-    algorithm = series if series != REFERENCE else "builtin"
-    phase = "all-reduce" if series != REFERENCE else REFERENCE
-    template = Action("", 0, "all_reduce", label, bytes=nbytes, group=members, step=step)
-    template = replace(template, algorithm=algorithm, series=series, phase=phase)
-    return [replace(template, id=f"{name}@r{rank}", rank=rank) for rank in members]
+# -- program: build (scenarios/ring_allreduce/program.py) ---------------------------------
 
 
 # -- metrics ------------------------------------------------------------------------------
@@ -168,7 +60,7 @@ def metrics(
         builtin_s = statistics.median(iteration_times(run.measured, reference))
 
     def busbw(seconds: float | None) -> float | None:
-        return formulas.busbw("all_reduce", n, nbytes, seconds) / 1e9 if seconds else None
+        return collective_kinds.busbw("all_reduce", n, nbytes, seconds) / 1e9 if seconds else None
 
     out = [
         Metric("time_s", "s", measured_s, predicted_s),
@@ -235,7 +127,7 @@ RANK_ENTRY = (
 
 # At thousands of ranks and many iterations `predict` lumps (scenarios.ring_allreduce.lumped).
 # After a run its steps are costed one by one (runtime.fit.refine_collectives) and the
-# executor's Python between two of them is added (about 20-50 us a step here).
+# executor's Python between two of them is added (Hooks.dispatch_gaps).
 def check_faults(params: RingParams, faults: list[Fault]) -> None:
     """Timed faults, and a slow rank where it has something to slow: its own reductions
     (each ring or tree step's add, runtime.engine.worker). Inside torch's all_reduce (builtin,

@@ -10,22 +10,21 @@ stands for every one of them (runtime.sim.simulate.simulate_lockstep). The metri
 read the same numbers off this timeline as off the full one; the lesson's tests
 check that they agree where both run.
 
-Imports: runtime's pure part and the lesson contract (the UI imports this).
+Imports: runtime's pure part, the lesson contract and the lesson's params and Program
+(the UI imports this).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from runtime.sim import formulas
 from runtime.sim.costmodel import CostModel
 from runtime.sim.simulate import simulate, simulate_lockstep
 from runtime.sim.trace import Span, Timeline
 from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
-
-if TYPE_CHECKING:
-    from scenarios.ring_allreduce.lesson import RingParams
+from scenarios.ring_allreduce.params import RingParams
+from scenarios.ring_allreduce.program import build
 
 
 def lump(params: RingParams, model: CostModel) -> Lumped | None:
@@ -44,8 +43,6 @@ def lump(params: RingParams, model: CostModel) -> Lumped | None:
 def lumped(params: RingParams, model: CostModel) -> Lumped:
     """Iteration 1 (of rank 0 alone when the ranks are alike), then one bar per rank for
     the identical iterations after it."""
-    from scenarios.ring_allreduce.lesson import build
-
     n, repeat = params.ranks, params.repeat
     first = build(replace(params, repeat=1))
     if params.stepwise:  # the hand-made steps differ by rank (the tree): simulate them all

@@ -2,7 +2,7 @@
 
 Called inside each rank process by runtime.engine.worker with a RankContext. It runs
 this rank's Actions of the `ring-allreduce` Program (scenarios.ring_allreduce
-.lesson) on a real buffer with runtime.engine.comm, one Span per Action; in every
+.program) on a real buffer with runtime.engine.comm, one Span per Action; in every
 iteration it also runs the Program's reference actions (torch's own all_reduce
 on the same data, after a barrier), so the two are timed side by side; and it
 checks the hand-made result against torch's.
@@ -20,7 +20,7 @@ import torch.distributed as dist
 from runtime.engine.comm import Comm
 from runtime.engine.worker import RankContext
 from runtime.sim.program import Action
-from scenarios.ring_allreduce.lesson import REFERENCE, RingParams, RingResult
+from scenarios.ring_allreduce.params import REFERENCE, RingParams, RingResult
 
 DTYPES = {
     "float32": torch.float32,

@@ -26,20 +26,18 @@ Imports: runtime's pure part and the lesson contract.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runtime.sim.program import COLLECTIVE_KINDS
 from runtime.sim.trace import Span, Timeline, makespan
 from scenarios.base import RunData
 from scenarios.metrics import Metric, relative_error
 from scenarios.tensor_parallel import memory
+from scenarios.tensor_parallel.params import TPParams, TPResult
 from scenarios.tensor_parallel.program import BACKWARD, hand_plan, plan_counts
 
 # Within this the implementation equals one process (fp32 sums in another order).
 TOLERANCE = 1e-5
-
-if TYPE_CHECKING:
-    from scenarios.tensor_parallel.lesson import TPParams, TPResult
 
 
 def metrics(params: TPParams, predicted: Timeline, run: RunData[TPResult] | None) -> list[Metric]:

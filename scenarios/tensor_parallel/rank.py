@@ -40,8 +40,8 @@ from runtime.engine.worker import RankContext
 from runtime.sim.program import Action
 from scenarios.tensor_parallel import torch_tp
 from scenarios.tensor_parallel.layers import Event, Tracer
-from scenarios.tensor_parallel.lesson import SeriesRun, TPParams, TPResult
 from scenarios.tensor_parallel.model import TPBlock, TPMiniGPT, tie
+from scenarios.tensor_parallel.params import SeriesRun, TPParams, TPResult
 from scenarios.tensor_parallel.program import LOSS_PLACES, Item, plan_counts
 
 Step = Callable[[], torch.Tensor]

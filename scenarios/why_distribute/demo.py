@@ -17,32 +17,33 @@ carrying its `series`):
   DistributedDataParallel (its buckets all-reduced inside backward).
 
 The steps of one unit's forward, backward and collectives are the ZeRO lesson's
-(scenarios.zero.lesson.step_plan, plan_action) with cost keys that say the
+(scenarios.zero.program.step_plan, plan_action) with cost keys that say the
 batch; the estimates of those costs are that lesson's too (its `estimate`).
 The predicted memory per rank is scenarios.zero.memory's, with the shards' rounding.
 
-Imports: runtime's pure part, the ZeRO lesson's pure modules, the lesson's own.
+Imports: runtime's pure part, the ZeRO lesson's pure modules (its params, memory and
+Program), the lesson's params and phrases.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runtime.sim.compute import TYPICAL_CPU
 from runtime.sim.costmodel import CostModel
+from runtime.sim.effects import UNTIMED
 from runtime.sim.program import Action, Program, barriers, past_warmup
 from runtime.sim.trace import Timeline, makespan, mean_step_period
 from scenarios.base import RunData
 from scenarios.metrics import CATEGORIES, Metric, find
 from scenarios.shape import FP32, GPTShape
+from scenarios.why_distribute.params import WhyParams, WhyResult
 from scenarios.why_distribute.phrases import both
 from scenarios.zero import memory as zero_memory
-from scenarios.zero.lesson import STAGES, ZeroParams, plan_action, step_plan
-from scenarios.zero.lesson import estimate as zero_estimate
-
-if TYPE_CHECKING:
-    from scenarios.why_distribute.lesson import WhyParams, WhyResult
+from scenarios.zero.params import STAGES, ZeroParams
+from scenarios.zero.program import estimate as zero_estimate
+from scenarios.zero.program import plan_action, step_plan
 
 # The phases of the narrative steps that have no training of their own: the barriers
 # that open and close the Program carry them.
@@ -145,7 +146,7 @@ def _bucket_all_reduce(s: Series, t: int, rank: int, nbytes: int, group: tuple) 
         phase=s.phase,
         # Its span times nothing (the work is inside B): after a run it costs nothing
         # of its own, B's span has it (runtime.fit.refine_collectives).
-        args=(("untimed", True),),
+        effects=UNTIMED,
     )
 
 
@@ -188,6 +189,14 @@ def predicted_bytes(s: Series, model: GPTShape) -> dict[str, list[float]]:
 def predicted_total(s: Series, model: GPTShape) -> float:
     bars = predicted_bytes(s, model)
     return max(sum(bars[c][r] for c in CATEGORIES) for r in range(s.members))
+
+
+def cap(params: WhyParams) -> int:
+    """The demonstration's per-rank memory cap: as given, or halfway between what one
+    rank alone and one of `ranks` ZeRO-3 ranks are predicted to hold at their peaks."""
+    if params.gpu_memory:
+        return params.gpu_memory
+    return auto_cap(params.ranks, params.microbatch_size, params.demo_shape)
 
 
 def auto_cap(ranks: int, micro: int, model: GPTShape) -> int:
@@ -282,20 +291,19 @@ def warmup_steps(steps: int) -> int:
     """The steps the timing leaves out: the first, when there is another to time. It
     pays what a process pays once, not what DDP costs: Adam allocating its moments,
     torch's DDP rebuilding its buckets after its first backward, the first forward at a
-    new batch shape; it ran at 1.5-2x the next one's time here (hidden 64), a warm-up a
-    benchmark leaves out (and the model refined after a run: Hooks.warmup_steps)."""
+    new batch shape: a warm-up a benchmark leaves out (and the model refined after a
+    run: Hooks.warmup_steps)."""
     return 1 if steps > 1 else 0
 
 
 def steady_step_s(timeline: Timeline, series: str, steps: int) -> float:
     """One step of a series once it runs steadily: from the warm-up's end (its last
     rank's) to the last step's, per step, the period a benchmark's iterations/s counts.
-    From the first steady step's first start instead, a run read its ranks' skew once
-    more than the prediction (the ranks leave one step apart, 2 ms at 4 ranks here, and
-    only the next step's collective brings them together): torch DDP's after-run error
-    on 4 ranks came out 9-18% short. One step alone: its makespan. Barriers excluded, as
-    scenarios.zero.lesson.steps_time (the wait in one is the series' model being built
-    and the previous series' skew)."""
+    Not from the first steady step's first start: the ranks leave the warm-up apart and
+    only the next step's collective brings them together, so a run would count its
+    ranks' skew once more than the prediction does. One step alone: its makespan.
+    Barriers excluded, as scenarios.zero.lesson.steps_time (the wait in one is the
+    series' model being built and the previous series' skew)."""
     warm = warmup_steps(steps)
     spans = [s for s in timeline.of_series(series) if s.kind != "barrier"]
     if not warm:

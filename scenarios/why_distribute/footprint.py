@@ -1,8 +1,8 @@
 """Where a model's memory goes on one GPU, and how long one GPU takes to train it.
 
 Lesson 0's arithmetic, from docs/references.md ("Why distribute", "Data
-parallel and ZeRO", "Tensor parallel", "Distributed inference"), each formula
-taken from runtime.sim.formulas:
+parallel and ZeRO", "Tensor parallel", "Distributed inference"), the ZeRO paper's
+model-state bytes taken from runtime.sim.formulas (lesson 2 reads them too):
 
 - the model's shape for Ψ parameters, when only Ψ is given (`shape_for`);
 - bytes per GPU by category: params, grads and optimizer states (the ZeRO paper's
@@ -30,6 +30,9 @@ from scenarios.shape import GPTShape
 LARGE_MODEL = 100_000_000
 LARGE_VOCAB = 32_000
 SMALL_VOCAB = 64
+# Recomputation choices of Korthikanti et al. 2022: none, selective (the attention
+# scores and softmax are recomputed in backward), full (only each layer's input is kept).
+RECOMPUTE = ("none", "selective", "full")
 
 
 # Published shapes (layers, hidden, heads) a learner means by "7B" or "70B": Llama 2
@@ -102,12 +105,30 @@ class Layout:
         return held
 
 
+def transformer_activation_bytes_per_layer_tp(
+    seq: int, micro: int, hidden: int, heads: int, tp: int = 1, recompute: str = "none"
+) -> float:
+    """Bytes one layer keeps for backward, 16-bit, under tensor parallelism of degree t
+    with sequence parallelism (Korthikanti et al. 2022, Table 2; Megatron's
+    `theoretical_memory_usage.py`): none s·b·h·(34/t + 5as/(ht)); selective 34·s·b·h/t;
+    full 2·s·b·h/t (the layer's input, sharded along the sequence). At t = 1 "none" is
+    lesson 2's `transformer_activation_bytes_per_layer` (scenarios.zero.formulas)."""
+    sbh = seq * micro * hidden
+    if recompute == "none":
+        return sbh * (34 / tp + 5 * heads * seq / (hidden * tp))
+    if recompute == "selective":
+        return sbh * 34 / tp
+    if recompute == "full":
+        return sbh * 2 / tp
+    raise KeyError(recompute)
+
+
 def training_bytes(psi: float, shape: GPTShape, precision: str, layout: Layout) -> dict[str, float]:
     """Bytes on the busiest GPU by category (params, grads, optimizer, activations)."""
     layers = layout.stage_layers(shape.layers)
     local = psi * layers / shape.layers / layout.tp  # this GPU's share before ZeRO
     out = formulas.zero_model_state_bytes(local, layout.dp, layout.zero, precision)
-    per_layer = formulas.transformer_activation_bytes_per_layer_tp(
+    per_layer = transformer_activation_bytes_per_layer_tp(
         shape.seq, layout.micro, shape.hidden, shape.heads, layout.tp, layout.recompute
     )
     scale = 2 if precision == "fp32" else 1  # the formulas count 16-bit activations

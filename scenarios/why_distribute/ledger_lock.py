@@ -1,6 +1,6 @@
 """The ledger's files on disk: the ledger under an exclusive flock, its key, its seal.
 
-scenarios.why_distribute.ledger says what a line is and checks a ledger's bytes;
+scenarios.why_distribute.ledger_lines says what a line is and checks a ledger's bytes;
 this module is the only one that opens the files, so that every read and every
 append happens under `fcntl.flock` on the ledger itself: a shared lock to read,
 an exclusive one to check the ceiling, reserve and append (`locked`), so that N
@@ -18,7 +18,7 @@ The ledger is 0600 and a folder this module creates 0700 (the default folder is
 tightened to 0700 if it is looser). Nothing is opened through a symlink
 (O_NOFOLLOW), and only regular files are read, at most MAX_BYTES.
 
-Imports: stdlib only (and the pure ledger module).
+Imports: stdlib only (and the pure scenarios.why_distribute.ledger_lines).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from scenarios.why_distribute.ledger import (
+from scenarios.why_distribute.ledger_lines import (
     MAX_WHAT,
     STATUSES,
     Entry,

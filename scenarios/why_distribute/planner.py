@@ -45,7 +45,7 @@ from scenarios.pipeline.schedules import Shape
 from scenarios.pipeline.schedules import build as build_schedule
 from scenarios.why_distribute import costs
 from scenarios.why_distribute.costs import Problem
-from scenarios.why_distribute.footprint import Layout, training_bytes
+from scenarios.why_distribute.footprint import RECOMPUTE, Layout, training_bytes
 
 PP_MAX = 64
 SIMULATE_TOP = 8
@@ -128,7 +128,7 @@ def layouts(problem: Problem) -> Iterator[Layout]:
                 m = math.ceil(problem.global_batch / (dp * b))
                 chunks = (1, 2) if pp > 1 and m % pp == 0 and shape.layers >= 2 * pp else (1,)
                 for v in chunks:
-                    for recompute in formulas.RECOMPUTE:
+                    for recompute in RECOMPUTE:
                         for zero in PIPELINE_ZERO if pp > 1 else formulas.ZERO_STAGES:
                             yield Layout(tp, pp, dp, zero, recompute, b, m, v)
 

@@ -8,7 +8,7 @@ ranks` sequences a step, a different seed each step):
 1. the reference: one process trains on the whole global batch with torch's
    Adam (rank 0, broadcast to all: the ZeRO lesson's `shared_reference`);
    FSDP2's first Adam step pays DTensor's first calls, a cost of its own as in
-   the ZeRO lesson (scenarios.zero.lesson.FIRST_FSDP2_ADAM);
+   the ZeRO lesson (scenarios.zero.program.FIRST_FSDP2_ADAM);
 2. `alone`: rank 0 tries a step on its microbatch under the cap and refuses
    when its live tensors go over it (the line names the bytes by category);
 3. `zero3`, `fsdp2`: every rank, its microbatch, the same cap; their parameters
@@ -46,7 +46,7 @@ from scenarios.why_distribute.capped import (
     MemoryCapExceeded,
     TorchDDP,
 )
-from scenarios.why_distribute.lesson import WhyParams, WhyResult, cap
+from scenarios.why_distribute.params import WhyParams, WhyResult
 from scenarios.zero.rank import flat_units, max_diff, shared_reference
 
 LR = 1e-3
@@ -57,7 +57,7 @@ def run_rank(ctx: RankContext[WhyParams]) -> WhyResult:
     params = ctx.params
     cfg = GPTConfig.from_shape(params.demo_shape)
     rank, world = ctx.rank, ctx.world_size
-    limit = cap(params)
+    limit = demo.cap(params)
     every = {s.name: s for s in demo.series(world, params.microbatch_size)}
     total = params.microbatch_size * world
     batches = [batch(cfg, total, seed=1 + step) for step in range(params.steps)]
@@ -88,8 +88,8 @@ def run_rank(ctx: RankContext[WhyParams]) -> WhyResult:
         def handle(action: Action, s: demo.Series = s, mine: list = mine, state=state) -> None:
             try:
                 if state["executor"] is None and not state["refused"]:
-                    # Built as the series' start barrier runs, outside its steps: in its
-                    # first forward it made step 0's F four times step 1's (2-4 ms here).
+                    # Built as the series' start barrier runs, outside its steps: built in
+                    # its first forward, it would make step 0's F several times step 1's.
                     state["executor"] = _executor(s, cfg, limit, groups, sample)
                 if action.kind == "barrier":
                     dist.barrier()

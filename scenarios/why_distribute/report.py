@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from runtime.sim import formulas
 from runtime.sim.program import Action
@@ -30,11 +29,9 @@ from scenarios.why_distribute.budget import Estimate, Verdict, sentence
 from scenarios.why_distribute.costs import Problem
 from scenarios.why_distribute.diagnosis import Diagnosis, diagnose
 from scenarios.why_distribute.gpus import gpu_named
+from scenarios.why_distribute.params import WhyParams
 from scenarios.why_distribute.phrases import phrase
 from scenarios.why_distribute.prices import price_table
-
-if TYPE_CHECKING:
-    from scenarios.why_distribute.lesson import WhyParams
 
 LANGUAGES = ("en", "es")
 

@@ -1,7 +1,7 @@
 """The hand-made data-parallel executors of lesson 2: DDP, ZeRO-1, ZeRO-2, ZeRO-3.
 
 The engine side of the `zero` lesson: the Program they run is data from
-scenarios.zero.lesson (each Action's `series` is its stage). MiniGPT is cut
+scenarios.zero.program (each Action's `series` is its stage). MiniGPT is cut
 into *units* (the embedding, each block, the head): the granularity of DDP's
 gradient buckets and of FSDP's wrapped modules. Each unit keeps its parameters
 (and, where the stage keeps them whole, its gradients) in one flat fp32 buffer,
@@ -150,8 +150,9 @@ class ZeroExecutor(Tracker):
 
     def _note_flats(self) -> None:
         """Where the units' flat parameter buffers live now (zero3 frees and re-gathers
-        them), read once per forward: asked of every unit for every tensor autograd
-        saved, it took a fifth of the forward here (hidden 64), all of it measuring."""
+        them), read once per forward rather than asked of every unit for every tensor
+        autograd saves: that would be a noticeable share of the forward, all of it
+        measuring."""
         self._flat_ptrs = {
             u.flat.untyped_storage().data_ptr() for u in self.units if u.flat is not None
         }

@@ -13,7 +13,8 @@ to end: the step ends where its actions one after the other end. The stage's
 makespan, all the metrics read off the timeline, is what simulating every
 rank gives; the lesson's tests check that they agree where both run.
 
-Imports: runtime's pure part and the lesson contract (the UI imports this).
+Imports: runtime's pure part, the lesson contract and the lesson's params, memory
+accounting and Program (the UI imports this).
 """
 
 from __future__ import annotations
@@ -22,30 +23,26 @@ from collections import Counter
 from dataclasses import replace
 from itertools import accumulate
 from operator import itemgetter
-from typing import TYPE_CHECKING
 
-from runtime.sim.costmodel import WAKE, CostModel
+from runtime.sim.costmodel import CostModel
 from runtime.sim.program import barriers
 from runtime.sim.simulate import blocks, simulate_lockstep, span_for
 from runtime.sim.trace import Span, Timeline
 from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
 from scenarios.zero import memory
-
-if TYPE_CHECKING:
-    from scenarios.zero.lesson import ZeroParams
+from scenarios.zero.params import ZeroParams
+from scenarios.zero.program import cost_key, plan_action, step_plan
 
 # A step with more actions than this is drawn one bar per kind of action.
 DRAWN_PER_STEP = 64
 # An action of a step: (seconds, a compute?, does its rank block on it?)
 Cost = tuple[float, bool, bool]
-Plan = list[tuple[str, int | None, str, str]]  # scenarios.zero.lesson.step_plan
+Plan = list[tuple[str, int | None, str, str]]  # scenarios.zero.program.step_plan
 
 
 def lump(params: ZeroParams, model: CostModel) -> Lumped | None:
     """The lumped prediction when the Program has more than LUMP_ABOVE_ACTIONS Actions
     (None: small enough to simulate them all)."""
-    from scenarios.zero.lesson import step_plan
-
     units = len(memory.program_units(params))
     plans = {stage: step_plan(stage, units) for stage in params.stage}
     per_rank = sum(1 + params.steps * len(plan) for plan in plans.values())
@@ -57,15 +54,13 @@ def lump(params: ZeroParams, model: CostModel) -> Lumped | None:
 def lumped(params: ZeroParams, model: CostModel, plans: dict[str, Plan] | None = None) -> Lumped:
     """Rank 0 of every stage, standing for all the ranks in lockstep (`plans`: each
     stage's step_plan, when the caller has them)."""
-    from scenarios.zero.lesson import cost_key, plan_action, step_plan
-
     n = params.ranks
     # Every rank, without listing a million of them (the cost model reads a range's ends).
     group = range(n)
     numels = memory.program_units(params)
     plans = plans or {stage: step_plan(stage, len(numels)) for stage in params.stage}
     share = model.core_share(n)
-    wake = model.compute.get(WAKE, 0.0) / share
+    wake = model.corrections.wake / share
     by_unit: dict[tuple[str, int], Cost] = {}  # a unit's action costs the same in every stage
     by_size: dict[tuple[str, str, int], Cost] = {}  # (stage, kind, elements) of a collective
     others: dict[tuple[str, str, str | None], Cost] = {}  # a stage's own: Adam, FSDP2's F/B
@@ -79,9 +74,10 @@ def lumped(params: ZeroParams, model: CostModel, plans: dict[str, Plan] | None =
         return (seconds, action.is_compute, blocks(action))
 
     def cost(stage: str, item: tuple[str, int | None, str, str], step: int) -> Cost:
-        # Each Action is built only for a key not costed yet: a model of 4096 layers has
-        # 130,000 items, and building each one's Action took most of the prediction. A
-        # unit's collectives of one size cost the same (the middle units all have one).
+        # Each Action is built only for a key not costed yet: a model of thousands of
+        # layers has a hundred thousand items, and building an Action for each would be
+        # most of the prediction. A unit's collectives of one size cost the same (the
+        # middle units all have one).
         kind, unit = item[0], item[1]
         if unit is None:
             key = (kind, stage, cost_key(stage, step, kind, unit))
@@ -106,8 +102,8 @@ def lumped(params: ZeroParams, model: CostModel, plans: dict[str, Plan] | None =
         spans.append(barrier)
         t = barrier.end
         # Step 0 and the others (the same, but for a first call's cost of its own); a
-        # compute right after a collective (or the start barrier) pays the model's WAKE.
-        # (a unit's cost looked up here first: a call per item took a third of the time)
+        # compute right after a collective (or the start barrier) pays the model's wake-up.
+        # (a unit's cost is looked up here first: `cost` per item is the slow path)
         step0 = [by_unit.get(item[:2]) or cost(stage, item, 0) for item in plan]
         # Only a stage's own items (FSDP2's first Adam) cost differently after step 0.
         step1 = [

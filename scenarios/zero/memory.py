@@ -3,7 +3,7 @@
 Two predictions of the bytes a rank holds, by category (params, grads,
 optimizer, activations, buffers):
 
-- `per_device_bytes`: the ZeRO paper's arithmetic (runtime.sim.formulas), exact
+- `per_device_bytes`: the ZeRO paper's arithmetic (scenarios.zero.formulas), exact
   for any Ψ, N_d and K, the same on every device: what `predict` scales to a
   7B model on 64 GPUs;
 - `predicted_rank_bytes`: for the MiniGPT of the shape knobs in fp32 (what a
@@ -17,22 +17,20 @@ without torch: the parameter shapes of the MiniGPT (runtime.engine.models) group
 *unit* (embedding, each block, head), the granularity of DDP's buckets and
 FSDP's wrapped modules, and the units the Program steps through.
 
-Imports: runtime's pure part only (the UI imports this module).
+Imports: runtime's pure part, the lesson's params, results and formulas (the UI
+imports this module).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import TYPE_CHECKING
 
-from runtime.sim import formulas
 from scenarios.metrics import CATEGORIES, Metric
 from scenarios.shape import FP32
-
-if TYPE_CHECKING:
-    from scenarios.zero.lesson import ZeroParams
-    from scenarios.zero.results import Peaks
+from scenarios.zero import formulas
+from scenarios.zero.params import ZeroParams
+from scenarios.zero.results import Peaks
 
 # Above this many ranks the Program lumps the units together (see program_units),
 # and the memory prediction is the paper's per device rather than one per rank.

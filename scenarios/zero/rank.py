@@ -43,8 +43,8 @@ from runtime.engine.worker import RankContext
 from runtime.sim.program import Action
 from scenarios.zero.executors import ZeroExecutor
 from scenarios.zero.fsdp2 import Fsdp2Executor
-from scenarios.zero.lesson import ZeroParams
 from scenarios.zero.measure import units_of
+from scenarios.zero.params import ZeroParams
 from scenarios.zero.results import Peaks, StageResult, ZeroResult
 
 LR = 1e-3
