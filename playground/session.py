@@ -31,9 +31,7 @@ from playground.usage import UsageError, as_usage_error, param_usage_error
 from playground.worker_figures import workers_of
 from runtime.engine.faults import parse_faults, refuse_unreachable, slow_factors
 from runtime.fit import calibration
-from runtime.fit.refine import refine_compute, refine_dispatch, refine_p2p
-from runtime.fit.refine_collectives import refine_collectives
-from runtime.fit.replay import replay_compute
+from runtime.fit.after_run import refine_after_run
 from runtime.sim.costmodel import CostModel, slowed
 from runtime.sim.profiles import PROFILES, get_profile, profile_names
 from runtime.sim.program import Program
@@ -315,24 +313,16 @@ def finish(
     marks = [*result.marks, *lesson.marks(params, results)]
     measured = Timeline(spans=result.spans, counters=result.counters, marks=marks)
     program = program if program is not None else lesson.build(params)
-    # What the ranks measured (compute, p2p), the messages' latency, then the collectives
-    # as the run timed them (fitted against that latency), then compute as its spans
-    # took: the prediction after a run composes the run's own figures (runtime.fit.refine).
-    warm = lesson.hooks.warmup_steps(params)  # steps the lesson's times leave out
-    refined = refine_p2p(lesson.prepare_model(params, model, results), program, measured)
-    chained = lesson.hooks.chained_collectives
-    before = simulate(program, refined)
-    refined = refine_collectives(
-        refined, program, measured, before, chained=chained, warmup_steps=warm
+    # What the ranks measured (compute costs, p2p samples), then the run's own timeline:
+    # the lesson's refinement policy (runtime.fit.after_run).
+    refined, replayed = refine_after_run(
+        lesson.prepare_model(params, model, results),
+        program,
+        measured,
+        lesson.hooks.refinement,
+        warmup_steps=lesson.hooks.warmup_steps(params),  # steps the lesson's times leave out
+        restarted=result.restarts is not None and bool(result.restarts.failures),
     )
-    replayed = refined
-    if result.restarts is None or not result.restarts.failures:
-        # After a restart the same Actions ran again, maybe on fewer ranks with more work
-        # each: their spans are no measure of the Program's costs.
-        refined = refine_compute(refined, program, measured, simulate(program, refined), warm)
-        if lesson.hooks.dispatch_gaps:
-            refined = refine_dispatch(refined, program, measured, warm)
-        replayed = replay_compute(refined, program, measured, warm)
     predicted = simulate(program, replayed)
     run_data = RunData(measured, results, result.restarts)
     metrics = lesson.metrics(params, predicted, run_data)

@@ -38,6 +38,7 @@ from typing import Any, Generic, TypeVar
 
 from runtime.engine.faults import Fault, require_timed
 from runtime.engine.restart import RestartPolicy, RestartReport
+from runtime.fit.after_run import Refinement
 from runtime.fit.refine import refine
 from runtime.sim.costmodel import CostModel
 from runtime.sim.program import Program
@@ -168,8 +169,6 @@ class Hooks(Generic[P]):
 
     # The cost model's compute costs before any run has measured them.
     estimate: Callable[[P, CostModel], CostModel] | None = None
-    # What a real run measures, said in the refined profile's `source`.
-    refined: str = "compute costs"
     # Which --fault specs the lesson can honour (ValueError/ParamError naming why).
     check_faults: Callable[[P, list[Fault]], None] = only_timed_faults
     # Restart like torchrun after a failure (None: a failure ends the run).
@@ -188,15 +187,9 @@ class Hooks(Generic[P]):
     # Heavy modules its ranks import later (lazily) besides its rank module: imported
     # once in the fork server that starts the ranks of a cold run (runtime.engine.spawn).
     preload: tuple[str, ...] = ()
-    # A step that is a chain of collectives (many small ones whose sum is what counts):
-    # after a run each instance is refined from its last member's arrival to its last
-    # member's end, and the scale is their mean (runtime.fit.refine_collectives).
-    chained_collectives: bool = False
-    # A step of many small actions, whose ranks spend a noticeable share of it between
-    # them (the executor's own Python): after a run the simulator adds the mean gap the
-    # ranks measured before each action, per series (runtime.fit.refine.refine_dispatch).
-    # Off where they change nothing.
-    dispatch_gaps: bool = False
+    # How the prediction learns from a run (runtime.fit.after_run.Refinement): chained
+    # collectives, measured gaps between actions, what the ranks time.
+    refinement: Refinement = Refinement()
     # Marks read off the ranks' results (a skipped step, a loss scale that changed),
     # added to the measured timeline's.
     marks: Callable[[P, list[Any]], list[Mark]] | None = None
@@ -265,7 +258,7 @@ class Lesson(Generic[P, R]):
                 model,
                 [r.compute_costs for r in results],
                 p2p=[sample for r in results for sample in r.p2p],
-                what=self.hooks.refined,
+                what=self.hooks.refinement.measures,
             )
         return model
 

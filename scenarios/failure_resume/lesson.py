@@ -38,6 +38,7 @@ from dataclasses import replace
 from functools import partial
 
 from runtime.engine.restart import RestartPolicy
+from runtime.fit.after_run import Refinement
 from runtime.sim.compute import TYPICAL_CPU
 from runtime.sim.costmodel import CostModel
 from runtime.sim.trace import Timeline
@@ -136,14 +137,14 @@ RANK_ENTRY = "scenarios.failure_resume.rank:run_rank"  # torch: never imported h
 # A million steps: `predict` simulates a few and places the rest (scenarios.failure_resume.lumped).
 HOOKS = Hooks(
     estimate,
-    "step and checkpoint costs",
     recovery.check_faults,
     restart_policy,
     curves,
     lump=lumped.lump,
     items=tokens,
     headline=("step_s",),
-    dispatch_gaps=True,  # the executor's Python between a step's actions counts
+    # the executor's Python between a step's actions counts
+    refinement=Refinement(gaps="measured", measures="step and checkpoint costs"),
 )
 LESSON = Lesson(
     "failure-resume", 3, TEXTS, ResumeParams, ResumeResult, build, metrics, RANK_ENTRY, HOOKS

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from runtime.fit.after_run import Refinement
 from runtime.sim.costmodel import CostModel
 from runtime.sim.trace import Timeline
 from scenarios.base import Hooks, Lesson, RunData
@@ -112,7 +113,6 @@ RANK_ENTRY = "scenarios.inference.rank:run_rank"  # torch: never imported here
 
 HOOKS = Hooks(
     estimate,
-    "prefill and decode step scales",
     figures=lambda params, model, run: ([], [goodput_curve(params, model, run, layout)]),
     lanes=lambda params, predicted, measured: (
         report.request_lanes(layout(params)[1], predicted, measured)
@@ -122,8 +122,11 @@ HOOKS = Hooks(
     ),
     lump=predicting.lump,
     items=lambda params: ("tokens", float(params.requests * params.output_len)),
-    chained_collectives=True,  # tiny all-reduces, heavy-tailed: TTFT pays their sum
-    dispatch_gaps=True,  # ten small actions an iteration: the gaps between add up
+    # tiny all-reduces, heavy-tailed (TTFT pays their sum); ten small actions an
+    # iteration (the gaps between add up)
+    refinement=Refinement(
+        collectives="chained", gaps="measured", measures="prefill and decode step scales"
+    ),
     headline=("ttft_p50_s", "tpot_p50_s"),
 )
 LESSON = Lesson(

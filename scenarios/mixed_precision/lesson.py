@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from runtime.engine.faults import Fault
+from runtime.fit.after_run import Refinement
 from runtime.sim.compute import TYPICAL_CPU, ComputeRates
 from runtime.sim.costmodel import CostModel
 from scenarios.base import OPTIMIZER_MODULES, Hooks, Lesson
@@ -132,7 +133,6 @@ def tokens(params: MixedParams) -> tuple[str, float]:
 RANK_ENTRY = "scenarios.mixed_precision.rank:run_rank"  # torch: never imported here
 HOOKS = Hooks(
     estimate,
-    "compute costs",
     check_faults=check_faults,
     lump=sweep.lump,
     items=tokens,
@@ -140,7 +140,7 @@ HOOKS = Hooks(
     figures=sweep.figures,
     preload=OPTIMIZER_MODULES,
     headline=("step_s",),
-    dispatch_gaps=True,  # each series its own: the executor's Python between its actions
+    refinement=Refinement(gaps="measured"),  # each series its own gaps between actions
     # The model refined after a run leaves step 1 out, as step_s does (a warm-up).
     warmup_steps=lambda params: timing.warmup_steps(params.steps),
 )

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from runtime.fit.after_run import Refinement
 from runtime.sim import formulas
 from runtime.sim.compute import TYPICAL_CPU
 from runtime.sim.costmodel import CostModel
@@ -108,12 +109,12 @@ RANK_ENTRY = "scenarios.pipeline.rank:run_rank"  # what each rank runs (torch: n
 # Large pipelines: `predict` builds each slot once (scenarios.pipeline.lumped).
 HOOKS = Hooks(
     estimate,
-    "stage costs and p2p latency",
     lump=lumped.lump,
     items=tokens,
     preload=GRADIENT_MODULES,
     headline=("makespan_s",),
     figures=cores_fact,
+    refinement=Refinement(measures="stage costs and p2p latency"),
 )
 LESSON = Lesson(
     "pipeline", 5, TEXTS, PipelineParams, PipelineResult, build, metrics, RANK_ENTRY, HOOKS

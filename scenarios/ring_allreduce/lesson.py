@@ -26,6 +26,7 @@ import statistics
 from dataclasses import replace
 
 from runtime.engine.faults import Fault, require_timed
+from runtime.fit.after_run import Refinement
 from runtime.sim import collective_kinds, formulas
 from runtime.sim.program import Program
 from runtime.sim.trace import Timeline
@@ -127,7 +128,7 @@ RANK_ENTRY = (
 
 # At thousands of ranks and many iterations `predict` lumps (scenarios.ring_allreduce.lumped).
 # After a run its steps are costed one by one (runtime.fit.refine_collectives) and the
-# executor's Python between two of them is added (Hooks.dispatch_gaps).
+# executor's Python between two of them is added (Refinement's measured gaps).
 def check_faults(params: RingParams, faults: list[Fault]) -> None:
     """Timed faults, and a slow rank where it has something to slow: its own reductions
     (each ring or tree step's add, runtime.engine.worker). Inside torch's all_reduce (builtin,
@@ -147,7 +148,12 @@ def check_faults(params: RingParams, faults: list[Fault]) -> None:
         )
 
 
-HOOKS = Hooks(lump=lumped.lump, headline=("time_s",), dispatch_gaps=True, check_faults=check_faults)
+HOOKS = Hooks(
+    lump=lumped.lump,
+    headline=("time_s",),
+    refinement=Refinement(gaps="measured"),
+    check_faults=check_faults,
+)
 LESSON = Lesson(
     "ring-allreduce", 1, TEXTS, RingParams, RingResult, build, metrics, RANK_ENTRY, HOOKS
 )

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from runtime.fit.after_run import Refinement
 from runtime.sim.compute import TYPICAL_CPU
 from runtime.sim.costmodel import CostModel
 from runtime.sim.program import Action, Program
@@ -100,9 +101,9 @@ def tokens(params: TPParams) -> tuple[str, float]:
 RANK_ENTRY = "scenarios.tensor_parallel.rank:run_rank"  # torch: never imported here
 HOOKS = Hooks(
     estimate,
-    "segment costs",
     items=tokens,
-    chained_collectives=True,  # a step is a chain of its layers' all-reduces
+    # a step is a chain of its layers' all-reduces
+    refinement=Refinement(collectives="chained", measures="segment costs"),
     preload=("torch.distributed.tensor.parallel", "torch.distributed.tensor.debug"),
     headline=("step_measured_s",),
 )

@@ -21,6 +21,7 @@ Imports: runtime's pure part, the lesson contract and the lesson's modules.
 
 from __future__ import annotations
 
+from runtime.fit.after_run import Refinement
 from runtime.sim.costmodel import CostModel
 from runtime.sim.program import Program
 from runtime.sim.trace import Timeline
@@ -64,12 +65,11 @@ def curves(params: WhyParams) -> list[Curve]:
 RANK_ENTRY = "scenarios.why_distribute.rank:run_rank"  # torch: never imported here
 HOOKS = Hooks(
     estimate,
-    "F, B and Adam costs",
     curves=curves,
     preload=(*FSDP2_MODULES, *OPTIMIZER_MODULES),
     headline=("step_s",),
     warmup_steps=lambda params: demo.warmup_steps(params.steps),
     # Its hand-made series step as zero's stages do, a chain of their units' collectives.
-    chained_collectives=True,
+    refinement=Refinement(collectives="chained", measures="F, B and Adam costs"),
 )
 LESSON = Lesson("why-distribute", 0, TEXTS, WhyParams, WhyResult, build, metrics, RANK_ENTRY, HOOKS)

@@ -32,6 +32,7 @@ Imports: runtime's pure part and the lesson contract (the UI imports this).
 
 from __future__ import annotations
 
+from runtime.fit.after_run import Refinement
 from runtime.sim.trace import Timeline, makespan
 from scenarios.base import OPTIMIZER_MODULES, Hooks, Lesson, RunData
 from scenarios.metrics import Metric
@@ -107,12 +108,11 @@ RANK_ENTRY = "scenarios.zero.rank:run_rank"  # what each rank runs (torch: never
 # At many ranks or layers `predict` lumps the ranks, alike, into one (scenarios.zero.lumped).
 HOOKS = Hooks(
     estimate,
-    "unit costs",
-    chained_collectives=True,  # a step is a chain of its units' collectives
+    # a step is a chain of its units' collectives, of many small actions
+    refinement=Refinement(collectives="chained", gaps="measured", measures="unit costs"),
     lump=lumped.lump,
     items=tokens,
     preload=(*FSDP2_MODULES, *OPTIMIZER_MODULES),
     headline=("makespan_s",),
-    dispatch_gaps=True,  # a step of many small actions: the executor's Python between them
 )
 LESSON = Lesson("zero", 2, TEXTS, ZeroParams, ZeroResult, build, metrics, RANK_ENTRY, HOOKS)
