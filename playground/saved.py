@@ -96,6 +96,7 @@ def _replay_file(path: Path) -> Outcome:
         raise UsageError.said("saved.old_format", path=plain(path), format=FORMAT)
     doc: schema.RunDoc = schema.decode(data, schema.RunDoc)
     lesson, params = _lesson(doc.scenario, doc.params)
+    schema.check_ranks(params.world_size, doc.measured, doc.predicted, doc.counters, doc.marks)
     measured = None
     if doc.measured is not None:
         measured = schema.timeline(doc.measured, doc.counters, doc.marks)

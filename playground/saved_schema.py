@@ -266,6 +266,15 @@ def span(doc: SpanDoc) -> Span:
     return Span(*_astuple(doc))
 
 
+def check_ranks(world_size: int, *records: list) -> None:
+    """Every span, counter and mark belongs to one of the run's ranks."""
+    for docs in records:
+        for doc in docs or ():
+            if doc.rank is not None and doc.rank >= world_size:
+                kind = type(doc).__name__.removesuffix("Doc").lower()
+                raise SavedRunError(f"a {kind} of rank {doc.rank} in a run of {world_size} ranks")
+
+
 def timeline(spans: list[SpanDoc], counters=(), marks=()) -> Timeline:
     if len(spans) + len(counters) + len(marks) > 2 * MAX_RECORDS:
         raise SavedRunError(f"more than {2 * MAX_RECORDS} records in one timeline")
