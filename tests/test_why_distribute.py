@@ -147,6 +147,21 @@ def test_one_layers_time_by_hand():
     assert costs.layer_costs(across, Layout(tp=4, micro=2)).tp_forward > 2 * ar
 
 
+def test_a_tp_that_does_not_divide_a_node_is_costed_on_its_group_across_nodes():
+    """TP = 3 on 8-GPU nodes: ranks 6, 7, 8 form a group that spans two nodes, so every
+    layer waits for the inter-node all-reduce (the slowest group sets the pace)."""
+    gpu = gpu_named("a100-80gb")
+    shape = GPTShape(layers=4, hidden=1024, heads=12, seq=1024, vocab=32000)
+    pb = Problem(4 * 12 * 1024**2, shape, "mixed", 2, 64, 1e9, gpu, 48, 8, tflops=100)
+    nbytes = 2 * 1024 * 1024 * 2
+    link = pb.model
+    inside = ring_all_reduce_time(3, nbytes, link.alpha, link.beta, link.gamma)
+    across = ring_all_reduce_time(3, nbytes, link.inter_alpha, link.inter_beta, link.gamma)
+    assert pb.all_reduce(range(3), nbytes) == pytest.approx(inside)
+    assert pb.tp_all_reduce(3, nbytes) == pytest.approx(across) and across > 2 * inside
+    assert pb.tp_all_reduce(4, nbytes) == pytest.approx(pb.all_reduce(range(4), nbytes))
+
+
 def test_the_extended_simulation_matches_simulating_every_microbatch():
     gpu = gpu_named("h100-80gb")
     shape = shape_for(13_000_000_000, 2048)

@@ -21,8 +21,9 @@
     TFLOP/s dense BF16) and NVLink 4, with HBM3e: 141 GB at 4.8 TB/s.
   - `rtx4090-pcie`: NVIDIA Ada (AD102) whitepaper: no NVLink and no P2P, so
     traffic goes over PCIe 4.0 x16 (32 GB/s per direction peak, about 25 GB/s
-    achieved) through the host; GDDR6X 1.008 TB/s; 165 TFLOP/s dense FP16
-    tensor (82.6 with FP32 accumulate, used here). Between hosts (used only where a
+    achieved) through the host; GDDR6X 1.008 TB/s; 165.2 TFLOP/s dense
+    BF16/FP16 tensor with FP32 accumulate (used here; 330.3 with FP16 accumulate,
+    82.6 the non-tensor FP32 rate). Between hosts (used only where a
     caller sets `ranks_per_node`): 10 Gb/s Ethernet, an assumption for consumer-GPU
     cloud hosts, which have no InfiniBand.
 
@@ -110,16 +111,16 @@ PROFILES: dict[str, CostModel] = {
         # 10 Gb/s Ethernet (1.25 GB/s) with TCP's tens of microseconds is assumed.
         inter_alpha=50e-6,
         inter_beta=1 / 1.25e9,
-        flops_per_s=82.6e12,
+        flops_per_s=165.2e12,
         rates=gpu(
-            82.6e12,
+            165.2e12,
             24e9,
             1.008e12,
             launch_s=4e-6,
             source="RTX 4090 (AD102) whitepaper; MFU 40% assumed",
         ),
         source="NVIDIA Ada whitepaper: PCIe 4.0 x16 ~25 GB/s achieved (no P2P), GDDR6X 1.008 TB/s, "
-        "82.6 TFLOP/s FP16 with FP32 accumulate",
+        "165.2 TFLOP/s dense BF16/FP16 tensor with FP32 accumulate",
     ),
 }
 

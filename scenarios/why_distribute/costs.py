@@ -29,6 +29,7 @@ Imports: runtime's pure part and the lesson's own modules.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -90,6 +91,13 @@ class Problem:
             self._cache[key] = self.model.collective_time(action)
         return self._cache[key]
 
+    def tp_all_reduce(self, t: int, nbytes: float) -> float:
+        """The slowest TP group's all-reduce: groups of t consecutive ranks, one of which
+        spans two nodes when t does not divide a node's GPUs (t = 3, 6 on 8-GPU nodes);
+        the pattern repeats every lcm(t, per_node) ranks."""
+        groups = math.lcm(t, self.per_node) // t
+        return max(self.all_reduce(range(g * t, (g + 1) * t), nbytes) for g in range(groups))
+
 
 @dataclass(frozen=True)
 class LayerCosts:
@@ -128,7 +136,7 @@ def _layer_costs(problem: Problem, layout: Layout) -> LayerCosts:
         backward += forward
     elif layout.recompute == "selective":
         backward += attention / rates.forward_flops_per_s
-    ar = problem.all_reduce(range(t), tokens * shape.hidden * problem.elem)
+    ar = problem.tp_all_reduce(t, tokens * shape.hidden * problem.elem)
     again = 2 if layout.recompute == "full" else 0
     return LayerCosts(forward, backward, 2 * ar, (2 + again) * ar)
 
