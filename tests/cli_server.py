@@ -52,18 +52,23 @@ class _Server:
     def __init__(self) -> None:
         self.folder = tempfile.mkdtemp(prefix="playground-cli-server-")
         self.address = os.path.join(self.folder, "socket")
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, self.address, str(os.getpid())],
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=dict(os.environ),
-        )
+        log = os.path.join(self.folder, "server.log")  # why it did not start, if it did not
+        with open(log, "wb") as errors:
+            self.proc = subprocess.Popen(
+                [sys.executable, __file__, self.address, str(os.getpid())],
+                cwd=ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+                env=dict(os.environ),
+            )
         deadline = time.monotonic() + 60
         while not os.path.exists(os.path.join(self.folder, "ready")):
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the CLI server did not start (exit {self.proc.poll()})")
+                said = Path(log).read_text(errors="replace")[-3000:]
+                raise RuntimeError(
+                    f"the CLI server did not start (exit {self.proc.poll()}):\n{said}"
+                )
             time.sleep(0.01)
 
     def alive(self) -> bool:

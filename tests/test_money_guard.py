@@ -12,6 +12,7 @@ import stat
 import sys
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -166,7 +167,8 @@ def test_legacy_ledgers_stay_counted_and_are_said_unauthenticated(book, capsys):
     book.parent.mkdir(mode=0o700)
     previous, rows = ledger.GENESIS, []
     for cost in (1.0, 0.5):  # what the code before issue 37 wrote
-        entry = Entry("old run", cost, cost, "2025-01-01T00:00:00+00:00", "finished")
+        at = datetime(2025, 1, 1, tzinfo=UTC).isoformat()  # an ISO time, as the guard writes
+        entry = Entry("old run", cost, cost, at, "finished")
         previous = legacy_checksum(previous, entry)
         fields = {k: getattr(entry, k) for k in ledger.LEGACY_FIELDS}
         rows.append(json.dumps({**fields, "checksum": previous}))

@@ -166,6 +166,7 @@ def test_torchrun_out_onto_a_file_and_a_parameter_twice_are_refused(tmp_path: Pa
     assert taken.read_text() == "mine"
 
 
+@pytest.mark.ranks  # a real rank: it imports torch and waits in the rendezvous
 def test_torchrun_rank_ends_on_sigterm_with_one_line(tmp_path: Path) -> None:
     """A rank waiting in the rendezvous (its peer never comes) ends on SIGTERM at once."""
     with socket.socket() as s:

@@ -15,6 +15,7 @@ xfail: it fails the day its file is fixed, so that the entry is removed then.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import time
 
@@ -64,7 +65,8 @@ def english(text: str, identifiers: set[str] = frozenset()) -> list[str]:  # typ
     return found
 
 
-def identifiers_of(name: str) -> set[str]:
+@functools.cache  # one prediction per lesson for the module's tests (inference's: 0.6 s)
+def identifiers_of(name: str) -> frozenset[str]:
     """The names a lesson's output may print as they are: its name, its parameters, and
     its metrics' names, series and categories."""
     from playground import session
@@ -74,7 +76,7 @@ def identifiers_of(name: str) -> set[str]:
     names = {name, *dict(lesson.params.knobs())}
     for metric in outcome.metrics:  # categories are taken out of labels, not everywhere
         names |= {metric.name, metric.series or ""}
-    return names - {""}
+    return frozenset(names - {""})
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
