@@ -13,9 +13,9 @@ import textwrap
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from playground.i18n import catalog, t
+from playground.i18n import t
+from playground.usage import phrases
 from scenarios.base import Lesson
-from scenarios.param_error import PHRASES
 from scenarios.params import Knob, Mode
 
 
@@ -35,12 +35,6 @@ class ParamRow:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "choices": list(self.choices)}
-
-
-def phrases(language: str) -> dict[str, str]:
-    """scenarios.param_error's phrases in `language` (its catalog's `param.<key>`)."""
-    own = {k[len("param.") :]: v for k, v in catalog(language).items() if k.startswith("param.")}
-    return {**PHRASES, **own}
 
 
 def allowed(knob: Knob, mode: Mode, language: str) -> str:

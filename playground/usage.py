@@ -41,15 +41,18 @@ class UsageError(ValueError):
         return self.es if language == "es" and self.es else str(self)
 
 
+def phrases(language: str) -> dict[str, str]:
+    """scenarios.param_error's phrases in `language` (its catalog's `param.<key>`)."""
+    own = {k[len("param.") :]: v for k, v in catalog(language).items() if k.startswith("param.")}
+    return {**PHRASES, **own}
+
+
 def param_error_text(exc: ParamError, language: str) -> str:
     """A ParamError's line in `language`: written from the catalogs (`param.<key>`) when
     it carries its sentence as data, else its Spanish twin, else its English line."""
     if exc.key is not None:
-        phrases = {
-            k[len("param.") :]: v for k, v in catalog(language).items() if k.startswith("param.")
-        }
         try:
-            return render(exc.key, exc.values, {**PHRASES, **phrases})
+            return render(exc.key, exc.values, phrases(language))
         except (KeyError, IndexError, ValueError):  # a catalog out of step: say it in English
             return str(exc)
     if language == "es" and exc.es:
