@@ -26,7 +26,9 @@ from runtime.engine.files import NotRegularFile, check_regular
 from runtime.fit import calibration
 from runtime.sim.costmodel import CostModel
 from runtime.sim.units import format_seconds
+from scenarios.failure_resume.rates import ResumeRates
 from scenarios.metrics import finite
+from scenarios.pipeline.rates import PipelineRates
 
 
 def report(outcome: Outcome, args: argparse.Namespace) -> int:
@@ -171,6 +173,9 @@ def report_calibration(model: CostModel, as_json: bool, compact: bool = False) -
     )
     rates = model.rates
     if rates is not None:
+        # Two lessons' own rates (their probes: scenarios.<lesson>.rates) beside the
+        # generic ones, as this line has always shown them.
+        split, checkpoint = PipelineRates.of(rates), ResumeRates.of(rates)
         print(
             t(
                 "cli.calibrated_compute",
@@ -180,13 +185,13 @@ def report_calibration(model: CostModel, as_json: bool, compact: bool = False) -
                 br=f"{rates.backward_flops_per_s / 1e9:.1f}",
                 fe=f"{rates.forward_s_per_element * 1e9:.1f}",
                 be=f"{rates.backward_s_per_element * 1e9:.1f}",
-                bi=f"{rates.split_input_fraction:.2f}",
-                w=f"{rates.split_weight_fraction:.2f}",
+                bi=f"{split.split_input_fraction:.2f}",
+                w=f"{split.split_weight_fraction:.2f}",
                 adam=f"{rates.adam_s_per_element * 1e9:.2f}",
                 adam_tensor=format_seconds(rates.adam_s_per_tensor),
                 op=format_seconds(rates.op_seconds()),
                 wake=format_seconds(model.corrections.wake),
-                disk=f"{rates.disk_bytes_per_s / 1e6:.0f}",
-                ckpt=format_seconds(rates.checkpoint_s),
+                disk=f"{checkpoint.disk_bytes_per_s / 1e6:.0f}",
+                ckpt=format_seconds(checkpoint.checkpoint_s),
             )
         )

@@ -1,10 +1,12 @@
 """The cost model of a saved run, as its schema declares it: what `replay` accepts.
 
 Part of playground.saved_schema (a run's --json `profile`): runtime.sim.costmodel's
-CostModel, its compute rates (runtime.sim.compute.ComputeRates) and its corrections
-(runtime.sim.corrections.Corrections), every field bounded. A file of the older format,
-whose corrections were special keys of `compute`, is still read:
-CostModel.from_dict converts them.
+CostModel, its compute rates (runtime.sim.compute.ComputeRates, with each lesson's own
+rates keyed by lesson name) and its corrections (runtime.sim.corrections.Corrections),
+every field bounded. Files of the older formats are still read: corrections that were
+special keys of `compute` (CostModel.from_dict converts them), and lessons' rates that
+were fields of the rates record (`sharded_forward_s`, `checkpoint_s`, ...: kept as
+ComputeRates.unclaimed, each lesson's record claims its own, LessonRates.of).
 
 Imports: msgspec and playground.saved_types; never torch.
 """
@@ -17,6 +19,13 @@ from msgspec import Meta, Struct
 
 from playground.saved_types import Fraction, Name, Rank, Rate, Seconds, Text
 
+# A lesson's own rate (seconds, a rate, a fraction, a slowdown), bounded; None: its default.
+LessonRate = Annotated[float, Meta(ge=0, le=1e30)] | None
+# Each lesson's rates by lesson name, then by field name (scenarios/<lesson>/rates.py).
+LessonsRates = Annotated[
+    dict[Name, Annotated[dict[Name, LessonRate], Meta(max_length=64)]], Meta(max_length=64)
+]
+
 
 class RatesDoc(Struct, frozen=True):
     """runtime.sim.compute.ComputeRates, bounded."""
@@ -26,28 +35,32 @@ class RatesDoc(Struct, frozen=True):
     forward_overhead_s: Annotated[float, Meta(ge=0, le=1e3)]
     backward_overhead_s: Annotated[float, Meta(ge=0, le=1e3)]
     adam_s_per_element: Annotated[float, Meta(gt=0, le=1)]
-    disk_bytes_per_s: Rate = 5e8
-    checkpoint_s: Annotated[float, Meta(ge=0, le=1e3)] = 5e-3
     adam_s_per_tensor: Annotated[float, Meta(ge=0, le=1e3)] = 0.0
-    sharded_forward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
-    sharded_backward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
-    sharded_adam_s: Annotated[float, Meta(ge=0, le=1e3)] = 1.5e-4
-    sharded_first_adam_s: Annotated[float, Meta(ge=0, le=1e3)] = 5e-3
-    parallel_forward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
-    parallel_backward_s: Annotated[float, Meta(ge=0, le=1e3)] = 3e-4
     forward_s_per_element: Annotated[float, Meta(ge=0, le=1)] = 0.0
     backward_s_per_element: Annotated[float, Meta(ge=0, le=1)] = 0.0
     op_s: Annotated[float, Meta(ge=0, le=1e3)] = 0.0
-    # Bi and W of a split backward over the full one (a CPU's Bi is nearly B).
-    split_input_fraction: Annotated[float, Meta(ge=0, le=10)] = 0.5
-    split_weight_fraction: Annotated[float, Meta(ge=0, le=10)] = 0.5
-    # fp16's and bf16's block over fp32's (a CPU's are several times slower).
-    fp16_slowdown: Annotated[float, Meta(gt=0, le=1e3)] | None = None
-    bf16_slowdown: Annotated[float, Meta(gt=0, le=1e3)] | None = None
     peak_flops_per_s: Rate | None = None
     achieved_fraction: Fraction | None = None
     memory_bytes: Annotated[float, Meta(ge=0, le=1e18)] | None = None
     source: Text = ""
+    lessons: LessonsRates = {}
+    unclaimed: Annotated[
+        dict[Name, Annotated[float, Meta(ge=0, le=1e30)]], Meta(max_length=64)
+    ] = {}
+    # The older format: lessons' rates as fields of this record, bounded as they were
+    # (None: absent; read back into `unclaimed` by ComputeRates.from_dict).
+    disk_bytes_per_s: Rate | None = None
+    checkpoint_s: Annotated[float, Meta(ge=0, le=1e3)] | None = None
+    sharded_forward_s: Annotated[float, Meta(ge=0, le=1e3)] | None = None
+    sharded_backward_s: Annotated[float, Meta(ge=0, le=1e3)] | None = None
+    sharded_adam_s: Annotated[float, Meta(ge=0, le=1e3)] | None = None
+    sharded_first_adam_s: Annotated[float, Meta(ge=0, le=1e3)] | None = None
+    parallel_forward_s: Annotated[float, Meta(ge=0, le=1e3)] | None = None
+    parallel_backward_s: Annotated[float, Meta(ge=0, le=1e3)] | None = None
+    split_input_fraction: Annotated[float, Meta(ge=0, le=10)] | None = None
+    split_weight_fraction: Annotated[float, Meta(ge=0, le=10)] | None = None
+    fp16_slowdown: Annotated[float, Meta(gt=0, le=1e3)] | None = None
+    bf16_slowdown: Annotated[float, Meta(gt=0, le=1e3)] | None = None
 
 
 class CorrectionsDoc(Struct, frozen=True):

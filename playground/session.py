@@ -150,10 +150,15 @@ def calibrate(
     pool: RankPool | None = None,
 ) -> CostModel:
     from runtime.engine.launch import LaunchSpec, launch
+    from runtime.fit.calibration_probes import job
 
-    spec = LaunchSpec(calibration.RANK_ENTRY, world_size, name="calibrate", backend=backend)
+    # Each lesson's own probes (Hooks.probes), handed in: runtime imports no lesson.
+    probes = [lesson.hooks.probes for lesson in LESSONS.values() if lesson.hooks.probes]
+    spec = LaunchSpec(
+        calibration.RANK_ENTRY, world_size, name="calibrate", backend=backend, params=job(probes)
+    )
     result = (pool.launch if pool is not None else launch)(spec, on_message=on_message)
-    model = calibration.fit(result.rank_results, result.backend, world_size)
+    model = calibration.fit(result.rank_results, result.backend, world_size, probes)
     calibration.save(model, result.backend, world_size)
     return model
 

@@ -21,9 +21,11 @@ honour), `restart_policy` (restart like torchrun after a failure), `curves`
 interval), `lump` (a prediction at a scale where simulating every Action
 would be slow: docs/design.md's "predict is cheap at any scale it accepts") and
 `items` (what a sample or token is, for each rank's throughput), `marks` (events
-read off the ranks' results, drawn on the measured timeline: a skipped step) and
+read off the ranks' results, drawn on the measured timeline: a skipped step),
 `figures` (metrics and curves that need the cost model or the run: a sweep the
-model predicts, the loss curves a run measured). After a run the
+model predicts, the loss curves a run measured) and `probes` (what `playground
+calibrate` measures for this lesson alone, and the lesson's own rates it fits:
+runtime.fit.calibration_probes, docs/adding-a-lesson.md). After a run the
 prediction is refined one way for every lesson (runtime.fit.refine.refine)
 from what the ranks measured (`RankResult.compute_costs`, `p2p`).
 
@@ -39,6 +41,7 @@ from typing import Any, Generic, TypeVar
 from runtime.engine.faults import Fault, require_timed
 from runtime.engine.restart import RestartPolicy, RestartReport
 from runtime.fit.after_run import Refinement
+from runtime.fit.calibration_probes import LessonProbes
 from runtime.fit.refine import refine
 from runtime.sim.costmodel import CostModel
 from runtime.sim.program import Program
@@ -206,6 +209,10 @@ class Hooks(Generic[P]):
     figures: (
         Callable[[P, CostModel, RunData[Any] | None], tuple[list[Metric], list[Curve]]] | None
     ) = None
+    # What `playground calibrate` measures for this lesson alone (its rank-side probes)
+    # and how it fits them into the lesson's own rates record (a LessonRates, read back
+    # with `<Record>.of(model.rates)`); None: the generic rates (runtime.sim.compute) do.
+    probes: LessonProbes | None = None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """runtime.fit.calibration's fit, on figures made up here (no ranks): a ring step is timed
 as the lesson times an iteration, a busy collective may beat the formula, and a
-block's time is fitted to its FLOPs and its activation elements apart."""
+block's time is fitted to its FLOPs and its activation elements apart. The lessons'
+own rates, fitted by each lesson from its probes: tests/test_lesson_probes.py."""
 
 from __future__ import annotations
 
@@ -40,19 +41,6 @@ def test_busy_scale_is_measured_over_formula_and_may_be_below_one():
     floored = calibration_busy.busy_scale(_busy([1e-9]), 4, alpha, beta, gamma)
     assert floored == calibration_busy.MIN_SCALE
     assert calibration_busy.busy_scale([{}], 4, alpha, beta, gamma) == 1.0
-
-
-def test_parallel_overheads_are_the_difference_per_module():
-    # Two ranks: [F, B under tensor parallelism, F, B of the same shard as plain Linears].
-    rows = [[5e-3, 7e-3, 1e-3, 2e-3], [6e-3, 9e-3, 1e-3, 2e-3]]
-    fitted = calibration.parallel_overheads(rows)
-    assert fitted["parallel_forward_s"] == pytest.approx((5.5e-3 - 1e-3) / 2)
-    assert fitted["parallel_backward_s"] == pytest.approx((8e-3 - 2e-3) / 2)
-    assert calibration.parallel_overheads([[1e-3, 1e-3, 2e-3, 2e-3]]) == {
-        "parallel_forward_s": 0.0,
-        "parallel_backward_s": 0.0,
-    }
-    assert calibration.parallel_overheads([]) == {}  # one rank: the typical figures
 
 
 def _block_samples(overhead: float, rate: float, per_element: float) -> list[tuple]:
@@ -174,37 +162,3 @@ def test_torchs_all_gather_is_scaled_by_its_own_timing_not_its_all_reduces():
         [{"busy_builtin_all_gather": [1e-12]}], 4, alpha, beta, 0.7
     )
     assert floored == calibration_busy.MIN_SCALE
-
-
-def test_split_backward_fractions_are_the_median_ratio_over_ranks():
-    # Each rank's [full backward, Bi, W] seconds.
-    rows = [[10.0, 9.0, 4.0], [20.0, 16.0, 8.0], [10.0, 8.0, 5.0]]
-    fractions = compute_fit.split_fractions(rows)
-    assert fractions["split_input_fraction"] == pytest.approx(0.8)
-    assert fractions["split_weight_fraction"] == pytest.approx(0.4)
-    assert compute_fit.split_fractions([]) == {}  # the defaults (half each) stand
-    assert compute.ComputeRates(1, 1, 0, 0, 0).split_input_fraction == 0.5
-
-
-def test_low_precision_slowdowns_are_the_median_ratio_to_fp32_over_ranks():
-    # Each rank's [fp32, fp16, bf16] seconds of one block's forward and backward.
-    rows = [[1.0, 6.0, 5.0], [2.0, 10.0, 12.0], [1.0, 7.0, 4.0]]
-    slowdowns = calibration.low_precision_slowdowns(rows)
-    assert slowdowns == {"fp16_slowdown": pytest.approx(6.0), "bf16_slowdown": pytest.approx(5.0)}
-    assert calibration.low_precision_slowdowns([]) == {}  # the lesson's own guess stands
-
-
-def test_checkpoint_costs_are_the_small_ones_time_and_the_bytes_over_the_difference():
-    # Rank 0's [seconds of next to no bytes, of CHECKPOINT_BYTES more].
-    fixed, bandwidth = calibration.checkpoint_costs([0.010, 0.015], [4e8])
-    assert fixed == 0.010
-    assert bandwidth == pytest.approx(calibration.CHECKPOINT_BYTES / 0.005)
-    # Noise left no difference: the large write's bandwidth stands in for it.
-    assert calibration.checkpoint_costs([0.010, 0.009], [4e8]) == (0.010, 4e8)
-    assert calibration.checkpoint_costs(None, []) == (None, 5e8)  # nothing timed
-
-
-def test_a_checkpoint_costs_its_fixed_part_then_its_bytes():
-    rates = compute.ComputeRates(1, 1, 0, 0, 0, disk_bytes_per_s=1e8, checkpoint_s=0.01)
-    assert rates.checkpoint_seconds(2e6) == pytest.approx(0.01 + 0.02)
-    assert compute.ComputeRates(1, 1, 0, 0, 0).checkpoint_s == 5e-3  # uncalibrated: a guess

@@ -184,3 +184,26 @@ def test_no_module_is_longer_than_a_sitting() -> None:
         for path in sorted((ROOT / folder).rglob("*.py")):
             lines = len(path.read_text().splitlines())
             assert lines <= 350, f"{path.relative_to(ROOT)} has {lines} lines"
+
+
+def test_a_lessons_probes_are_its_own_and_name_functions_of_its_package() -> None:
+    """Hooks.probes (runtime.fit.calibration_probes): the rates record is filed under the
+    lesson's name, and each probe's entry is a function of the lesson's own package
+    taking (rank, world_size), found without importing it (a probe module imports torch)."""
+    for lesson in LESSONS.values():
+        probes = lesson.hooks.probes
+        if probes is None:
+            continue
+        assert probes.lesson == lesson.name
+        assert len({p.name for p in probes.probes}) == len(probes.probes), lesson.name
+        package = f"scenarios.{lesson.name.replace('-', '_')}."
+        for probe in probes.probes:
+            module, _, function = probe.entry.partition(":")
+            assert module.startswith(package), (lesson.name, probe.entry)
+            path = ROOT / (module.replace(".", "/") + ".py")
+            defined = {
+                node.name: [a.arg for a in node.args.args]
+                for node in ast.parse(path.read_text()).body
+                if isinstance(node, ast.FunctionDef)
+            }
+            assert defined.get(function) == ["rank", "world_size"], (lesson.name, probe.entry)

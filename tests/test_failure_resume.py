@@ -465,7 +465,7 @@ def test_a_step_lasts_from_one_steps_last_rank_out_to_the_next():
 
 def test_a_checkpoint_before_a_run_costs_the_calibrated_protocol_and_its_bytes() -> None:
     """Before a run, a checkpoint costs what calibrate timed of one written as this lesson
-    writes one (runtime.fit.calibration_disk): its fixed part, then its bytes."""
+    writes one (scenarios.failure_resume.probes): its fixed part, then its bytes."""
     from dataclasses import replace
 
     from runtime.sim.compute import TYPICAL_CPU
@@ -473,6 +473,8 @@ def test_a_checkpoint_before_a_run_costs_the_calibrated_protocol_and_its_bytes()
     from scenarios.failure_resume.lesson import LESSON, estimate
 
     params = LESSON.parse({}, "run")
-    rates = replace(TYPICAL_CPU, checkpoint_s=0.012, disk_bytes_per_s=2e8)
+    from scenarios.failure_resume.rates import ResumeRates  # the lesson's own rates
+
+    rates = TYPICAL_CPU.with_lesson(ResumeRates(disk_bytes_per_s=2e8, checkpoint_s=0.012))
     model = estimate(params, replace(PROFILES["cpu-default"], rates=rates, compute={}))
     assert model.compute["ckpt"] == pytest.approx(0.012 + params.checkpoint_bytes / 2e8)

@@ -185,7 +185,9 @@ def test_low_precision_compute_before_a_run_is_the_calibrated_slowdown():
     base = CostModel("cpu", 1e-5, 1e-9, 1e-10, rates=TYPICAL_CPU)
     guessed = estimate(params, base).compute
     assert guessed["F.fp16/hand"] == pytest.approx(CPU_LOW_PRECISION * guessed["F.fp32/hand"])
-    rates = replace(TYPICAL_CPU, fp16_slowdown=7.0, bf16_slowdown=6.0)
+    from scenarios.mixed_precision.rates import MixedRates  # the lesson's own rates
+
+    rates = TYPICAL_CPU.with_lesson(MixedRates(fp16_slowdown=7.0, bf16_slowdown=6.0))
     measured = estimate(params, replace(base, rates=rates)).compute
     assert measured["F.fp16/hand"] == pytest.approx(7.0 * measured["F.fp32/hand"])
     assert measured["B.bf16/hand.block"] == pytest.approx(6.0 * measured["B.fp32/hand.block"])

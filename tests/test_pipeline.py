@@ -130,7 +130,9 @@ def test_estimate_keeps_the_unit_profile_and_fills_every_stage_from_the_rates():
     assert model.compute["F.s0of4"] > model.compute["F.s1of4"] < model.compute["F.s3of4"]
     assert model.compute["Bi.s1of8"] == pytest.approx(model.compute["B.s1of8"] / 2)
     # A calibrated CPU's split backward: Bi and W as the fractions of B it measured.
-    cpu = replace(rates, split_input_fraction=0.9, split_weight_fraction=0.4)
+    from scenarios.pipeline.rates import PipelineRates  # the lesson's own rates
+
+    cpu = rates.with_lesson(PipelineRates(split_input_fraction=0.9, split_weight_fraction=0.4))
     calibrated = estimate(params, replace(profile, rates=cpu))
     assert calibrated.compute["Bi.s1of8"] == pytest.approx(0.9 * calibrated.compute["B.s1of8"])
     assert calibrated.compute["W.s1of8"] == pytest.approx(0.4 * calibrated.compute["B.s1of8"])

@@ -262,8 +262,10 @@ def test_torch_series_estimate_adds_dtensor_dispatch_per_parallelized_module(sp)
     modules = parallelized_modules(params.model.layers, sp)
     assert modules == params.model.layers * (7 if sp else 4) + (4 if sp else 2)
     rates = profile.rates
-    none = replace(profile, rates=replace(rates, parallel_forward_s=0.0, parallel_backward_s=0.0))
-    some = replace(profile, rates=replace(rates, parallel_forward_s=1e-3, parallel_backward_s=2e-3))
+    from scenarios.tensor_parallel.rates import TPRates  # the lesson's own rates
+
+    none = replace(profile, rates=rates.with_lesson(TPRates(0.0, 0.0)))
+    some = replace(profile, rates=rates.with_lesson(TPRates(1e-3, 2e-3)))
     base, more = LESSON.prepare_model(params, none), LESSON.prepare_model(params, some)
     assert more.compute["F.torch"] - base.compute["F.torch"] == pytest.approx(modules * 1e-3)
     assert more.compute["B.torch"] - base.compute["B.torch"] == pytest.approx(modules * 2e-3)

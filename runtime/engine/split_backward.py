@@ -3,7 +3,7 @@ weights' later (W).
 
 Where it sits (docs/design.md): the engine side, shared by the pipeline lesson's executor
 (scenarios.pipeline.executor runs zb-h1's B and W with it) and by calibration
-(runtime.fit.calibration_compute times it beside a full backward, so a prediction before
+(the pipeline lesson's calibration probe times it beside a full backward, so a prediction before
 any run costs Bi and W as this machine runs them, not as B/2 each):
 
 - `recording_linears`: while a module runs forward, each Linear's input x and output y;

@@ -8,7 +8,9 @@ CPU cores costs at this world size. Then it times a reduction (a += b) with
 every rank doing it at once. The parent fits t = alpha + S·beta by least squares
 on the median per size of a step as the lesson times it (ring_step_time: first
 rank in to last rank out); gamma = the slowest rank's median reduce time per
-byte.
+byte. Then the generic compute rates (runtime.sim.compute.ComputeRates: blocks,
+operators, Adam), and the lessons' own probes, which the caller hands in
+(runtime.fit.calibration_probes: runtime imports no lesson), each fitted by its lesson.
 
 The cache is one JSON file, keyed by host, backend, world size, torch version
 and the version of this method: a calibration is only valid where and how it
@@ -24,13 +26,14 @@ import os
 import socket
 import statistics
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from runtime.engine.files import make_private_dir, read_text_bounded, write_text_atomic
 from runtime.fit.calibration_busy import busy_gather_scale, busy_ring_scales, busy_scale
-from runtime.fit.compute_fit import fit_block, split_fractions
+from runtime.fit.calibration_probes import LessonProbes, fit_lessons
+from runtime.fit.compute_fit import fit_block
 from runtime.sim.compute import ComputeRates, block_flops
 from runtime.sim.corrections import Corrections, ScaleKey
 from runtime.sim.costmodel import CostModel
@@ -47,27 +50,12 @@ REPS = 9
 BLOCK_SHAPES = ((32, 64, 16), (32, 512, 16), (64, 512, 64), (64, 2048, 64), (128, 2048, 64))
 BLOCK_ROUNDS = 3  # per shape, after a warm-up round: the median of every forward, backward
 LIVE_GRAPHS = 4  # forwards whose activations are alive at once, then their backwards
-SPLIT_SHAPE = (64, 2048, 64)  # the block also timed with a split backward: the pipeline's
-DISK_BYTES = 4 * 2**20
-# Checkpoints timed of each size, by turns (runtime.fit.calibration_disk): next to no bytes,
-# and this many in its model and optimizer files (of the order of the lesson's default).
-CHECKPOINT_REPS, CHECKPOINT_BYTES = 11, 2**20
 # Adam's cost per tensor, from this many tensors of this many elements beside one large
 # tensor (runtime.fit.calibration_compute.adam): a MiniGPT block's LayerNorm and bias sizes.
 ADAM_TENSORS, ADAM_SMALL, ADAM_LARGE = 32, 64, 2**18
 ADAM_REPS = 31  # Adam steps of each kind timed, by turns
 OP_REPS = 101  # one-token block forwards timed for an operator's cost (each is short)
 WAKE_REPS = 30  # block forwards timed right after a wait and back to back, by turns
-# The MiniGPT timed under torch's FSDP2 and plain, for FSDP2's per-tensor overheads:
-# (layers, hidden, seq, vocab, sequences), the zero lesson's default model.
-SHARDED_SHAPE = (2, 32, 16, 64, 4)
-# (hidden, sequences, seq) of the MLP timed under torch's tensor parallelism, the
-# tensor-parallel lesson's default size: DTensor's dispatch per parallelized module.
-PARALLEL_SHAPE = (64, 4, 32)
-# (hidden, tokens, seq) of the block timed in fp32, fp16 and bf16 (ComputeRates'
-# slowdowns): the mixed-precision lesson's default model and microbatch.
-LOW_PRECISION_SHAPE = (64, 256, 32)
-
 
 # The cache holds a few hundred bytes per (host, backend, world size): more is not ours.
 CACHE_MAX_BYTES = 16 * 2**20
@@ -153,10 +141,16 @@ def lookup(backend: str, world_size: int, *, nearest: bool = False) -> CostModel
     )
 
 
-def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> CostModel:
+def fit(
+    rank_results: list[dict[str, Any]],
+    backend: str,
+    world_size: int,
+    probes: Sequence[LessonProbes] = (),
+) -> CostModel:
     """Least-squares alpha, beta from a ring step per size as the lesson times it
     (ring_step_time); gamma from the reduce timing; the busy collectives' scales, the
-    compute rates (fit_compute) and what a compute pays after a wait (wake_seconds)."""
+    compute rates (fit_compute, with the lessons' own from `probes`, the ones the job
+    ran) and what a compute pays after a wait (wake_seconds)."""
     points = [
         (size, ring_step_time(r["sendrecv"][str(size)] for r in rank_results))
         for size in (SIZES if world_size > 1 else ())
@@ -179,7 +173,7 @@ def fit(rank_results: list[dict[str, Any]], backend: str, world_size: int) -> Co
     )
     gather = busy_gather_scale(rank_results, world_size, alpha, beta, builtin)
     return CostModel(
-        rates=fit_compute(rank_results),
+        rates=fit_compute(rank_results, probes),
         corrections=Corrections(wake=wake_seconds([r["wake"] for r in rank_results])),
         # Hand-made collectives by their kind; torch's own blocking ones apart
         # (ScaleKey.builtin), each as timed between computes.
@@ -218,10 +212,13 @@ def ring_step_time(per_rank: Iterable[list[list[float]]]) -> float:
     )
 
 
-def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
+def fit_compute(
+    rank_results: list[dict[str, Any]], probes: Sequence[LessonProbes] = ()
+) -> ComputeRates:
     """The compute rates from every rank's block timings (median over ranks per shape):
     t = overhead + flops / rate + elements · per_element (runtime.fit.compute_fit.fit_block),
-    forward and backward fitted apart."""
+    forward and backward fitted apart; Adam's and an operator's; and each lesson's own,
+    fitted by the lesson from its probes' samples (calibration_probes.fit_lessons)."""
     forward, backward = [], []
     for i, (hidden, tokens, seq) in enumerate(BLOCK_SHAPES):
         rows = [r["blocks"][i] for r in rank_results]
@@ -230,13 +227,7 @@ def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
         backward.append((2 * flops, elements, statistics.median(row[4] for row in rows)))
     f_overhead, f_rate, f_element = fit_block(forward)
     b_overhead, b_rate, b_element = fit_block(backward)
-    disk = [r["disk_bytes_per_s"] for r in rank_results if r.get("disk_bytes_per_s")]
-    checkpoint = [r["checkpoint_s"] for r in rank_results if r.get("checkpoint_s")]
-    fixed, bandwidth = checkpoint_costs(checkpoint[0] if checkpoint else None, disk)
-    sharded = sharded_overheads([r["sharded"] for r in rank_results if r.get("sharded")])
-    parallel = parallel_overheads(
-        [r["parallelized"] for r in rank_results if r.get("parallelized")]
-    )
+    lessons = fit_lessons(probes, rank_results)
     return ComputeRates(
         forward_flops_per_s=f_rate,
         backward_flops_per_s=b_rate,
@@ -248,45 +239,12 @@ def fit_compute(rank_results: list[dict[str, Any]]) -> ComputeRates:
             statistics.median(r["adam"][0] for r in rank_results),
             statistics.median(r["adam"][1] for r in rank_results),
         ),
-        **({"checkpoint_s": fixed} if fixed is not None else {}),
-        disk_bytes_per_s=bandwidth,
         op_s=statistics.median(r["op_s"] for r in rank_results),
-        **sharded,
-        **parallel,
-        **split_fractions([r["split"] for r in rank_results if r.get("split")]),
-        **low_precision_slowdowns(
-            [r["low_precision"] for r in rank_results if r.get("low_precision")]
-        ),
-        source="MiniGPT blocks (and one's split backward, one in fp16 and bf16), eager operators, "
-        "Adam, FSDP2, tensor parallelism, an fsync'ed write and a checkpoint timed on this machine, every rank busy at once (CPU seconds)",
+        lessons=lessons,
+        source="MiniGPT blocks, eager operators and Adam timed on this machine, every rank "
+        "busy at once (CPU seconds)"
+        + (f"; the lessons' own probes: {', '.join(sorted(lessons))}" if lessons else ""),
     )
-
-
-def checkpoint_costs(
-    checkpoint: list[float] | None, disk: list[float]
-) -> tuple[float | None, float]:
-    """A checkpoint's fixed cost and the bandwidth its bytes see, from rank 0's
-    [seconds of next to no bytes, of CHECKPOINT_BYTES more] (runtime.fit.calibration_disk):
-    the first, and the bytes over the difference; the large write's bandwidth (`disk`)
-    where the difference is not positive (noise), 5e8 without either."""
-    fallback = disk[0] if disk else 5e8
-    if not checkpoint:
-        return None, fallback
-    small, large = checkpoint
-    return small, CHECKPOINT_BYTES / (large - small) if large > small else fallback
-
-
-def low_precision_slowdowns(rows: list[list[float]]) -> dict[str, float]:
-    """ComputeRates' fp16 and bf16 slowdowns from each rank's [fp32, fp16, bf16] seconds
-    of a block's forward and backward (runtime.fit.calibration_compute.low_precision): the
-    median over ranks of each over fp32; none without rows."""
-    rows = [row for row in rows if row[0] > 0]
-    if not rows:
-        return {}
-    return {
-        "fp16_slowdown": statistics.median(row[1] / row[0] for row in rows),
-        "bf16_slowdown": statistics.median(row[2] / row[0] for row in rows),
-    }
 
 
 def wake_seconds(rows: list[list[float]]) -> float:
@@ -308,34 +266,3 @@ def fit_adam(large_s: float, small_s: float) -> dict[str, float]:
     # Positive: the inference step model reads a memory bandwidth off it (28 B / this).
     per_element = max(1e-12, (large_s - per_tensor) / ADAM_LARGE)
     return {"adam_s_per_element": per_element, "adam_s_per_tensor": per_tensor}
-
-
-def sharded_overheads(rows: list[list[float]]) -> dict[str, float]:
-    """FSDP2's seconds per parameter tensor (runtime.sim.compute.ComputeRates.sharded_*):
-    the median over ranks of (FSDP2's forward, backward, Adam) minus the same model's
-    plain ones, over its tensors. Rows: [tensors, F, B, opt under FSDP2, F, B, opt
-    plain, the first step's Adam beyond a later one's]; none measured (a calibration without FSDP2): the typical figures."""
-    if not rows:
-        return {}
-    tensors = rows[0][0]
-    names = ("sharded_forward_s", "sharded_backward_s", "sharded_adam_s")
-    out = {
-        name: max(statistics.median(row[1 + i] - row[4 + i] for row in rows), 0.0) / tensors
-        for i, name in enumerate(names)
-    }
-    out["sharded_first_adam_s"] = max(statistics.median(row[7] for row in rows), 0.0) / tensors
-    return out
-
-
-def parallel_overheads(rows: list[list[float]]) -> dict[str, float]:
-    """DTensor's seconds per parallelized module (ComputeRates.parallel_*): the median
-    over ranks of (forward, backward under tensor parallelism) minus the same shard as
-    plain Linears, over the MLP's two modules. Rows: [F, B parallel, F, B plain]; none
-    measured (one rank): the typical figures."""
-    if not rows:
-        return {}
-    names = ("parallel_forward_s", "parallel_backward_s")
-    return {
-        name: max(statistics.median(row[i] - row[2 + i] for row in rows), 0.0) / 2
-        for i, name in enumerate(names)
-    }

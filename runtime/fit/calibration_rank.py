@@ -1,8 +1,9 @@
 """Rank side of calibration: time ring steps and a reduction, all ranks at once.
 
 The `calibrate` job of runtime.engine.worker; runtime.fit.calibration fits the numbers.
-Then the compute half (runtime.fit.calibration_compute: what a rank's compute costs) and
-the disk's (runtime.fit.calibration_disk: what a checkpoint costs).
+Then the compute half (runtime.fit.calibration_compute: what a rank's compute costs),
+and last the lessons' own probes, handed in as the job's params
+(runtime.fit.calibration_probes: each a function named by its entry, run in turn).
 The ring steps are the very Actions and executor the hand-made ring uses
 (runtime.engine.collectives + runtime.engine.comm, receives pre-posted, the first one before
 the barrier that starts each repetition), run as two all-gathers (the steps of
@@ -15,6 +16,7 @@ Engine part: imports torch, only inside rank processes.
 from __future__ import annotations
 
 import functools
+import importlib
 import time
 from typing import Any
 
@@ -26,18 +28,13 @@ from runtime.engine.comm import Comm
 from runtime.engine.models import Block, GPTConfig
 from runtime.engine.worker import RankContext
 from runtime.fit import calibration_compute as timing
-from runtime.fit import calibration_disk as disk
-from runtime.fit.calibration import (
-    PARALLEL_SHAPE,
-    REDUCE_BYTES,
-    REPS,
-    SIZES,
-)
+from runtime.fit.calibration import REDUCE_BYTES, REPS, SIZES
 from runtime.fit.calibration_busy import BUSY_BYTES, BUSY_REPS
+from runtime.fit.calibration_probes import ProbeJob
 from runtime.sim.program import Action
 
 
-def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
+def run_rank(ctx: RankContext[tuple[ProbeJob, ...] | None]) -> dict[str, Any]:
     n, rank = ctx.world_size, ctx.rank
     group = list(range(n))
     comm = Comm()
@@ -78,17 +75,22 @@ def run_rank(ctx: RankContext[None]) -> dict[str, Any]:
         "reduce_s": reduce_s,
         **(_busy_timings(ctx, comm) if n > 1 else {}),
         "blocks": timing.blocks(),
-        "split": timing.split_backward(),
-        "low_precision": timing.low_precision(),
         "adam": timing.adam(),
         "op_s": timing.op_seconds(),
         "wake": timing.wake(n),
-        "disk_bytes_per_s": disk.disk() if rank == 0 else None,
-        "checkpoint_s": disk.checkpoint_seconds(rank),
-        "sharded": timing.sharded(rank),
-        # An MLP splits evenly only over a world size that divides its 4h columns.
-        "parallelized": timing.parallelized() if n > 1 and 4 * PARALLEL_SHAPE[0] % n == 0 else None,
+        "probes": run_probes(ctx.params or (), rank, n),
     }
+
+
+def run_probes(jobs: tuple[ProbeJob, ...], rank: int, world_size: int) -> dict[str, Any]:
+    """Each lesson's probes, in the order handed (every rank the same, so a probe may
+    use collectives): lesson -> probe name -> what the function returned."""
+    out: dict[str, dict[str, Any]] = {}
+    for lesson, name, entry in jobs:
+        module, _, function = entry.partition(":")
+        probe = getattr(importlib.import_module(module), function)
+        out.setdefault(lesson, {})[name] = probe(rank, world_size)
+    return out
 
 
 def _busy_timings(ctx: RankContext[None], comm: Comm) -> dict[str, list[float]]:

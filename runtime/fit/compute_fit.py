@@ -1,26 +1,12 @@
 """Fitting compute rates from timed samples: the calibration's least squares.
 
-runtime.fit.calibration times blocks, backward halves and optimizer steps on every
-rank; these functions turn those samples into the simulator's rates record
-(runtime.sim.compute.ComputeRates).
+runtime.fit.calibration times blocks and optimizer steps on every rank; these
+functions turn those samples into the simulator's rates record
+(runtime.sim.compute.ComputeRates). A lesson's own rates are fitted by the lesson
+(runtime.fit.calibration_probes).
 """
 
 from __future__ import annotations
-
-import statistics
-
-
-def split_fractions(rows: list[list[float]]) -> dict[str, float]:
-    """ComputeRates' split fractions from each rank's [full backward, Bi, W] seconds
-    (runtime.fit.calibration_compute.split_backward): the median over ranks of Bi/B and W/B;
-    none without rows (the defaults stand)."""
-    rows = [row for row in rows if row[0] > 0]
-    if not rows:
-        return {}
-    return {
-        "split_input_fraction": statistics.median(bi / full for full, bi, _ in rows),
-        "split_weight_fraction": statistics.median(w / full for full, _, w in rows),
-    }
 
 
 def fit_block(samples: list[tuple[float, float, float]]) -> tuple[float, float, float]:

@@ -10,21 +10,27 @@ the lesson's measured costs replace the estimates (runtime.fit.refine.refine).
 - On this machine, `playground calibrate` measures them (runtime.fit.calibration_compute):
   a MiniGPT block's forward and backward at a few shapes, in CPU seconds, with
   the threads a rank runs with and every rank busy at once, fitted to
-  t = overhead + flops / rate; Adam per element and per tensor; the disk's fsync'ed
-  write rate.
+  t = overhead + flops / rate; Adam per element and per tensor; one eager operator.
   CPU seconds are what one core spends alone: the simulator adds the sharing of
   cores among ranks itself (CostModel.cores), so it must not be counted twice.
 - On a GPU profile (runtime.sim.profiles) they come from the datasheet's peak FLOP/s
   times the achieved fraction (MFU) the profile assumes, and a kernel-launch
   overhead; each profile names its sources.
 
+These are the generic rates every lesson reads. A lesson that needs more (FSDP2's
+overheads, a checkpoint's cost) declares its own record of them (`LessonRates`, in
+scenarios/<lesson>/rates.py) with the probes that calibrate them; they are kept here,
+under the lesson's name (`ComputeRates.lessons`), and runtime never looks inside.
+
 Pure: stdlib only. Fitting these rates to timed samples is runtime.fit.compute_fit's.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, ClassVar, Self
 
 # Operators a runtime.engine.models.Block forward dispatches on one token (LayerNorms,
 # projections, views, softmax, GELU, residual adds), counted at torch's dispatcher
@@ -39,27 +45,9 @@ class ComputeRates:
     forward_overhead_s: float  # per block forward: operator launches, eager overhead
     backward_overhead_s: float
     adam_s_per_element: float  # one Adam update of one fp32 parameter
-    disk_bytes_per_s: float = 5e8  # a checkpoint's bytes, written and fsync'ed file by file
-    # A checkpoint's fixed cost, its bytes apart: every rank's files fsync'ed and
-    # renamed, two barriers and rank 0's commit (runtime.engine.checkpoint), every rank writing
-    # at once (calibrated: runtime.fit.calibration_disk; else a guess).
-    checkpoint_s: float = 5e-3
     # ... and per parameter tensor: torch's Adam on a CPU loops over its tensors, a dozen
     # operators each; a MiniGPT's 29 small tensors cost it more than their elements.
     adam_s_per_tensor: float = 0.0
-    # torch's FSDP2, per parameter tensor per step, beyond the FLOPs: its DTensor
-    # bookkeeping, the copy into and out of each all-gather/reduce-scatter buffer and the
-    # latency of those collectives (forward, backward), and Adam over DTensors (opt).
-    sharded_forward_s: float = 3e-4
-    sharded_backward_s: float = 3e-4
-    sharded_adam_s: float = 1.5e-4
-    # ... and the first Adam step of a process over DTensors: DTensor's first-call costs
-    # (its sharding-propagation caches) and the optimizer's state allocated on the way.
-    sharded_first_adam_s: float = 5e-3
-    # torch's tensor parallelism (DTensor), per parallelized module per step beyond its
-    # FLOPs and collectives: dispatch, sharding propagation, redistribution bookkeeping.
-    parallel_forward_s: float = 3e-4
-    parallel_backward_s: float = 3e-4
     # Per activation element (token × hidden) of a block, beyond its matmuls: the
     # LayerNorms, GELU, softmax and residual adds, which stream memory rather than
     # multiply. Small blocks (hidden 64) spend a third of their time there on a CPU; a
@@ -70,21 +58,17 @@ class ComputeRates:
     # dispatch and launch, no FLOPs to speak of. 0: a block forward's overhead over its
     # operators (`op_seconds`).
     op_s: float = 0.0
-    # A split backward (zero-bubble's Bi, then W: runtime.engine.split_backward) as fractions of
-    # the full one: half each in theory and on a GPU (the zero-bubble paper's B = Bi + W);
-    # on a CPU autograd still walks the whole graph for Bi (calibrated: split_fractions).
-    split_input_fraction: float = 0.5
-    split_weight_fraction: float = 0.5
-    # A block's forward and backward with its weights in fp16 / bf16 under torch's CPU
-    # autocast, over the same in fp32 (calibrated: runtime.fit.calibration_compute.
-    # low_precision). None: a lesson's own figure (a CPU without fast fp16/bf16 matmuls
-    # converts and runs them 2-6 times slower; a GPU's tensor cores the other way).
-    fp16_slowdown: float | None = None
-    bf16_slowdown: float | None = None
     peak_flops_per_s: float | None = None  # a datasheet's figure, when there is one
     achieved_fraction: float | None = None  # MFU assumed against that peak
     memory_bytes: float | None = None  # one device's memory (a datasheet's)
     source: str = ""
+    # Each lesson's own rates as its calibration probes fitted them (a LessonRates as
+    # a dict), by lesson name; a lesson without an entry reads its defaults.
+    lessons: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    # A profile saved before lessons kept their own rates held them flat among the
+    # fields above (`sharded_forward_s`, `checkpoint_s`, ...): kept as read, each
+    # lesson's record claims its own by field name (LessonRates.of).
+    unclaimed: dict[str, float] = field(default_factory=dict)
 
     def block_seconds(self, tokens: int, hidden: int, seq: int) -> tuple[float, float]:
         """(forward, backward) of one pre-norm Transformer block on `tokens` tokens:
@@ -118,39 +102,43 @@ class ComputeRates:
         """One Adam step over `elements` parameters held in `tensors` tensors."""
         return elements * self.adam_s_per_element + tensors * self.adam_s_per_tensor
 
-    def sharded_seconds(self, tensors: int) -> tuple[float, float, float]:
-        """(forward, backward, Adam) seconds FSDP2 adds per step for `tensors` parameter
-        tensors, beyond the FLOPs and the bytes its collectives move."""
-        return (
-            tensors * self.sharded_forward_s,
-            tensors * self.sharded_backward_s,
-            tensors * self.sharded_adam_s,
-        )
-
-    def parallel_seconds(self, modules: int) -> tuple[float, float]:
-        """(forward, backward) seconds torch's tensor parallelism adds for `modules`
-        parallelized modules, beyond their FLOPs and collectives."""
-        return modules * self.parallel_forward_s, modules * self.parallel_backward_s
-
     def op_seconds(self) -> float:
         """One eager operator's cost: measured, or a block forward's overhead over the
         BLOCK_FORWARD_OPS operators it dispatches."""
         return self.op_s or self.forward_overhead_s / BLOCK_FORWARD_OPS
 
-    def write_seconds(self, nbytes: float) -> float:
-        return nbytes / self.disk_bytes_per_s
-
-    def checkpoint_seconds(self, nbytes: float) -> float:
-        """A checkpoint of `nbytes` in all: its fixed cost, then its bytes at the disk's
-        bandwidth."""
-        return self.checkpoint_s + self.write_seconds(nbytes)
-
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if not self.unclaimed:  # only a profile of the older format has any
+            del out["unclaimed"]
+        return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ComputeRates:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+    def from_dict(cls, data: Mapping[str, Any]) -> ComputeRates:
+        """Rates from to_dict's form, or from the older one, whose lessons' rates were
+        fields of this record: those are kept `unclaimed` for the lessons to claim."""
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        older = {
+            k: float(v)
+            for k, v in data.items()
+            if k not in cls.__dataclass_fields__ and isinstance(v, int | float)
+        }
+        lessons = {
+            str(name): {str(k): v for k, v in rates.items()}
+            for name, rates in _mapping(known.get("lessons")).items()
+            if isinstance(rates, Mapping)
+        }
+        unclaimed = {**older, **_mapping(known.get("unclaimed"))}
+        return cls(**{**known, "lessons": lessons, "unclaimed": unclaimed})
+
+    def with_lesson(self, rates: LessonRates) -> ComputeRates:
+        """These rates with one lesson's own set (a calibration's fit, a test's figures)."""
+        return replace(self, lessons={**self.lessons, rates.lesson: rates.to_dict()})
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """`value` if it is a mapping (a saved file's field), else nothing."""
+    return value if isinstance(value, Mapping) else {}
 
 
 def block_flops(tokens: int, hidden: int, seq: int) -> int:
@@ -168,7 +156,6 @@ TYPICAL_CPU = ComputeRates(
     backward_overhead_s=400e-6,
     adam_s_per_element=3e-9,
     adam_s_per_tensor=20e-6,
-    disk_bytes_per_s=5e8,
     op_s=5e-6,
     source="typical one-core figures of PyTorch on a recent x86 CPU (not measured here)",
 )
@@ -185,11 +172,9 @@ def gpu(
 ) -> ComputeRates:
     """A datasheet GPU: matmuls at `achieved_fraction` (MFU) of the peak; a block costs
     about 12 kernel launches forward and 24 backward; Adam streams 28 bytes per
-    element (reads parameter, gradient and two moments, writes three) through HBM; a
-    checkpoint is written to an NVMe disk at about 2 GB/s. FSDP2's bookkeeping per
-    parameter tensor, and DTensor's per module torch's tensor parallelism parallelizes,
-    are host-side dispatch, mostly hidden under the kernels they queue: a few launches'
-    worth (an assumption, not a measurement)."""
+    element (reads parameter, gradient and two moments, writes three) through HBM; one
+    eager operator costs a launch. A lesson's own rates on a datasheet follow from
+    these (LessonRates.on_datasheet)."""
     rate = peak_flops_per_s * achieved_fraction
     return ComputeRates(
         forward_flops_per_s=rate,
@@ -198,16 +183,50 @@ def gpu(
         backward_overhead_s=24 * launch_s,
         adam_s_per_element=28 / memory_bytes_per_s,
         adam_s_per_tensor=launch_s,  # one multi-tensor (foreach) kernel per few tensors
-        disk_bytes_per_s=2e9,
-        sharded_forward_s=4 * launch_s,
-        sharded_backward_s=8 * launch_s,
-        sharded_adam_s=2 * launch_s,
-        sharded_first_adam_s=5e-3,  # host-side, once: as on a CPU
-        parallel_forward_s=4 * launch_s,
-        parallel_backward_s=8 * launch_s,
         op_s=launch_s,
         peak_flops_per_s=peak_flops_per_s,
         achieved_fraction=achieved_fraction,
         memory_bytes=memory_bytes,
         source=source,
     )
+
+
+@dataclass(frozen=True)
+class LessonRates:
+    """Base of a lesson's own rates: a frozen dataclass of floats with defaults, named
+    by `lesson`, declared in scenarios/<lesson>/rates.py beside the probes that
+    calibrate them (runtime.fit.calibration_probes). `of` reads them off a profile's
+    ComputeRates: as calibrated, as a profile of the older format held them, from a
+    datasheet's generic rates, or the defaults."""
+
+    lesson: ClassVar[str] = ""
+
+    @classmethod
+    def of(cls, rates: ComputeRates | None) -> Self:
+        """This lesson's rates in `rates` (None: an uncalibrated CPU's, the defaults)."""
+        if rates is None:
+            return cls()
+        names = {f.name for f in fields(cls)}
+        saved = rates.lessons.get(cls.lesson)
+        if saved is None:  # a profile of the older format: the fields it had of ours
+            saved = {k: v for k, v in rates.unclaimed.items() if k in names}
+        # A saved figure that is not a finite number >= 0 is not one: the default stands.
+        given = {
+            k: float(v)
+            for k, v in (saved or {}).items()
+            if k in names and isinstance(v, int | float) and math.isfinite(v) and v >= 0
+        }
+        if given:
+            return cls(**given)  # type: ignore[arg-type]
+        if rates.peak_flops_per_s is not None:
+            return cls.on_datasheet(rates)
+        return cls()
+
+    @classmethod
+    def on_datasheet(cls, rates: ComputeRates) -> Self:
+        """This lesson's rates on a datasheet GPU profile, never calibrated: the defaults,
+        unless the lesson says how they follow from the generic ones (a launch: op_s)."""
+        return cls()
+
+    def to_dict(self) -> dict[str, float | None]:
+        return asdict(self)

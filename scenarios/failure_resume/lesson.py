@@ -46,6 +46,7 @@ from scenarios.base import Hooks, Lesson, RunData
 from scenarios.failure_resume import lumped, recovery
 from scenarios.failure_resume.params import ResumeParams, ResumeResult
 from scenarios.failure_resume.program import build, build_for
+from scenarios.failure_resume.rates import PROBES, ResumeRates
 from scenarios.metrics import Curve, Metric
 from scenarios.texts import load_texts
 
@@ -81,7 +82,7 @@ def estimate(params: ResumeParams, model: CostModel) -> CostModel:
     estimated = {
         "fb": forward + backward,  # per leaf
         "opt": rates.adam_seconds(params.parameters),
-        "ckpt": rates.checkpoint_seconds(params.checkpoint_bytes),
+        "ckpt": ResumeRates.of(model.rates).checkpoint_seconds(params.checkpoint_bytes),
     }
     return replace(model, compute={**estimated, **model.compute})
 
@@ -145,6 +146,7 @@ HOOKS = Hooks(
     headline=("step_s",),
     # the executor's Python between a step's actions counts
     refinement=Refinement(gaps="measured", measures="step and checkpoint costs"),
+    probes=PROBES,  # a checkpoint's cost (scenarios.failure_resume.rates)
 )
 LESSON = Lesson(
     "failure-resume", 3, TEXTS, ResumeParams, ResumeResult, build, metrics, RANK_ENTRY, HOOKS

@@ -41,12 +41,13 @@ from scenarios.base import OPTIMIZER_MODULES, Hooks, Lesson
 from scenarios.mixed_precision import report, sweep, timing
 from scenarios.mixed_precision.params import MixedParams
 from scenarios.mixed_precision.plan import build, variants
+from scenarios.mixed_precision.rates import PROBES, MixedRates
 from scenarios.mixed_precision.results import MixedResult
 from scenarios.params import ParamError
 from scenarios.texts import load_texts
 
 # Compute in fp16/bf16 against fp32, before a run has timed it. On a CPU, what
-# `calibrate` measured (ComputeRates' fp16/bf16 slowdowns), else this guess (autocast's
+# `calibrate` measured (the lesson's MixedRates: its probe), else this guess (autocast's
 # casts dominate the MiniGPT's small matmuls); on a GPU profile, whose rates are BF16
 # tensor-core figures, fp32 runs as TF32 at half of them (A100 156 vs 312, H100 495 vs
 # 989 TFLOP/s dense). A run replaces all of them.
@@ -90,7 +91,8 @@ def estimate(params: MixedParams, model: CostModel) -> CostModel:
 
 def cpu_slowdown(rates: ComputeRates, precision: str) -> float:
     """fp16's or bf16's compute over fp32's on a CPU: calibrated, else the guess."""
-    measured = rates.fp16_slowdown if precision == "fp16" else rates.bf16_slowdown
+    own = MixedRates.of(rates)  # the lesson's own (scenarios.mixed_precision.rates)
+    measured = own.fp16_slowdown if precision == "fp16" else own.bf16_slowdown
     return measured or CPU_LOW_PRECISION
 
 
@@ -143,6 +145,7 @@ HOOKS = Hooks(
     refinement=Refinement(gaps="measured"),  # each series its own gaps between actions
     # The model refined after a run leaves step 1 out, as step_s does (a warm-up).
     warmup_steps=lambda params: timing.warmup_steps(params.steps),
+    probes=PROBES,  # fp16's and bf16's slowdowns (scenarios.mixed_precision.rates)
 )
 LESSON = Lesson(
     "mixed-precision", 6, TEXTS, MixedParams, MixedResult, build, report.metrics, RANK_ENTRY, HOOKS

@@ -34,6 +34,7 @@ from scenarios.base import GRADIENT_MODULES, Hooks, Lesson, RunData
 from scenarios.metrics import Metric
 from scenarios.pipeline import lumped, schedules
 from scenarios.pipeline.params import PipelineParams, PipelineResult
+from scenarios.pipeline.rates import PROBES, PipelineRates
 from scenarios.pipeline.report import SchedulePrediction, schedule_metrics
 from scenarios.pipeline.schedules import cost_key
 from scenarios.texts import load_texts
@@ -59,7 +60,8 @@ def estimate(params: PipelineParams, model: CostModel) -> CostModel:
         return model
     rates = model.rates or TYPICAL_CPU
     costs = params.model.costs(rates, params.microbatch_size * params.model.seq)
-    bi, w = rates.split_input_fraction, rates.split_weight_fraction
+    split = PipelineRates.of(model.rates)  # the lesson's own (scenarios.pipeline.rates)
+    bi, w = split.split_input_fraction, split.split_weight_fraction
     estimated: dict[str, float] = {}
     for schedule in params.schedule:
         stages = params.shape(schedule).virtual_stages
@@ -115,6 +117,7 @@ HOOKS = Hooks(
     headline=("makespan_s",),
     figures=cores_fact,
     refinement=Refinement(measures="stage costs and p2p latency"),
+    probes=PROBES,  # a split backward's halves (scenarios.pipeline.rates)
 )
 LESSON = Lesson(
     "pipeline", 5, TEXTS, PipelineParams, PipelineResult, build, metrics, RANK_ENTRY, HOOKS

@@ -12,7 +12,7 @@ split between attention (8h² + 4sh FLOPs per token of its 24h² + 4sh) and MLP
 operator); after a run the measured CPU seconds replace them
 (runtime.fit.refine.refine). torch's series is one forward and one backward:
 the sum of the same segments, plus DTensor's dispatch for each module its plan
-parallelizes (runtime.sim.compute.ComputeRates.parallel_seconds, calibrated).
+parallelizes (scenarios.tensor_parallel.rates.TPRates.parallel_seconds, calibrated).
 
 Pure: stdlib only.
 """

@@ -31,6 +31,7 @@ from scenarios.base import Hooks, Lesson
 from scenarios.tensor_parallel import costs, figures
 from scenarios.tensor_parallel.params import TPParams, TPResult
 from scenarios.tensor_parallel.program import FORWARD, build_program, hand_plan, item_bytes
+from scenarios.tensor_parallel.rates import PROBES, TPRates
 from scenarios.texts import load_texts
 
 # -- parameters: TPParams, and each rank's TPResult (scenarios/tensor_parallel/params.py)
@@ -85,7 +86,7 @@ def estimate(params: TPParams, model: CostModel) -> CostModel:
             table[f"{'F' if item.direction == FORWARD else 'B'}.torch"] += model.collective_time(
                 action
             )
-    dispatch = (model.rates or TYPICAL_CPU).parallel_seconds(
+    dispatch = TPRates.of(model.rates).parallel_seconds(  # the lesson's own rates
         costs.parallelized_modules(shape.layers, params.sequence_parallel)
     )
     table["F.torch"] += dispatch[0]
@@ -106,6 +107,7 @@ HOOKS = Hooks(
     refinement=Refinement(collectives="chained", measures="segment costs"),
     preload=("torch.distributed.tensor.parallel", "torch.distributed.tensor.debug"),
     headline=("step_measured_s",),
+    probes=PROBES,  # DTensor's dispatch per module (scenarios.tensor_parallel.rates)
 )
 LESSON = Lesson(
     "tensor-parallel", 4, TEXTS, TPParams, TPResult, build, figures.metrics, RANK_ENTRY, HOOKS

@@ -37,7 +37,7 @@ from runtime.sim.trace import Timeline, makespan
 from scenarios.base import OPTIMIZER_MODULES, Hooks, Lesson, RunData
 from scenarios.metrics import Metric
 from scenarios.texts import load_texts
-from scenarios.zero import formulas, lumped, memory
+from scenarios.zero import formulas, lumped, memory, rates
 from scenarios.zero.params import FSDP2_MODULES, ZeroParams
 from scenarios.zero.program import build, estimate
 from scenarios.zero.results import ZeroResult
@@ -114,5 +114,6 @@ HOOKS = Hooks(
     items=tokens,
     preload=(*FSDP2_MODULES, *OPTIMIZER_MODULES),
     headline=("makespan_s",),
+    probes=rates.PROBES,  # FSDP2's overheads (scenarios.zero.rates)
 )
 LESSON = Lesson("zero", 2, TEXTS, ZeroParams, ZeroResult, build, metrics, RANK_ENTRY, HOOKS)

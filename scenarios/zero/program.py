@@ -22,6 +22,7 @@ from runtime.sim.program import Action, Program, barriers
 from scenarios.shape import FP32
 from scenarios.zero import memory
 from scenarios.zero.params import STAGES, ZeroParams
+from scenarios.zero.rates import ZeroRates
 
 # The cost key of FSDP2's first Adam step in a process, which pays DTensor's first calls.
 FIRST_FSDP2_ADAM = "opt.fsdp2.first"
@@ -156,10 +157,12 @@ def estimate(params: ZeroParams, model: CostModel) -> CostModel:
         )
     # FSDP2 runs its collectives inside its forward and backward (one span each here):
     # the same FLOPs, the bytes of ZeRO-3's all-gathers (and reduce-scatters) at the
-    # link's bandwidth, and its per-tensor overheads (calibrated: runtime.fit.calibration).
+    # link's bandwidth, and its per-tensor overheads (the lesson's own rates: calibrated
+    # by its probe, scenarios.zero.rates).
     _, beta = model.group_link(range(params.ranks))
     moved = sum(numels) * FP32 * (params.ranks - 1) / params.ranks * beta
-    forward, backward, adam = rates.sharded_seconds(shape.parameter_tensors)
+    sharded = ZeroRates.of(model.rates)
+    forward, backward, adam = sharded.sharded_seconds(shape.parameter_tensors)
     estimated["F.fsdp2"] = sum(estimated[f"F.u{u}"] for u in range(len(numels))) + forward + moved
     estimated["B.fsdp2"] = (
         sum(estimated[f"B.u{u}"] for u in range(len(numels))) + backward + 2 * moved
@@ -170,6 +173,6 @@ def estimate(params: ZeroParams, model: CostModel) -> CostModel:
         # its DTensors, its per-tensor cost calibrated apart (`adam`).
         tensors = 1 if stage == "fsdp2" else len(numels)
         estimated[f"opt.{stage}"] = rates.adam_seconds(local, tensors) + adam * (stage == "fsdp2")
-    first = shape.parameter_tensors * rates.sharded_first_adam_s
+    first = shape.parameter_tensors * sharded.sharded_first_adam_s
     estimated[FIRST_FSDP2_ADAM] = estimated["opt.fsdp2"] + first
     return replace(model, compute={**model.compute, **estimated})

@@ -1,8 +1,9 @@
-"""Rank side of calibration, its disk half: what writing a checkpoint costs on this machine.
+"""The failure-resume lesson's calibration probes: what writing a checkpoint costs here.
 
-Called by runtime.fit.calibration_rank (the `calibrate` job) in every rank at once;
-runtime.fit.calibration fits the numbers into runtime.sim.compute's ComputeRates
-(`checkpoint_s`, `disk_bytes_per_s`). Wall seconds (a checkpoint waits on the
+Rank side of scenarios.failure_resume.rates.PROBES (runtime.fit.calibration_probes):
+the calibrate job's ranks call `disk` and `checkpoint_seconds` (rank, world_size) after
+the generic timings; scenarios.failure_resume.rates.fit turns rank 0's samples into
+ResumeRates (`checkpoint_s`, `disk_bytes_per_s`). Wall seconds (a checkpoint waits on the
 disk, not a core) of checkpoints written by runtime.engine.checkpoint's own protocol, as
 lesson 3 writes one, every rank at once: rank 0's model, optimizer and metadata
 files and each rank's own, each written to a temporary file, fsync'ed and renamed;
@@ -29,14 +30,17 @@ import torch.distributed as dist
 
 from runtime.engine import checkpoint as ckpt
 from runtime.engine.rundirs import runs_root
-from runtime.fit.calibration import CHECKPOINT_BYTES, CHECKPOINT_REPS, DISK_BYTES
+from scenarios.failure_resume.rates import CHECKPOINT_BYTES, CHECKPOINT_REPS, DISK_BYTES
 
 # The longest folder path rank 0 can hand the others (bytes).
 _PATH_BYTES = 4096
 
 
-def disk() -> float:
-    """Bytes per second of a checkpoint-like write: write, fsync, close, rename."""
+def disk(rank: int, world_size: int) -> float | None:
+    """Bytes per second of a checkpoint-like write: write, fsync, close, rename (rank 0
+    alone; None on the others)."""
+    if rank != 0:
+        return None
     data = os.urandom(DISK_BYTES)
     with tempfile.TemporaryDirectory(dir=runs_root()) as folder:
         samples = []
@@ -53,7 +57,7 @@ def disk() -> float:
     return DISK_BYTES / statistics.median(samples)
 
 
-def checkpoint_seconds(rank: int) -> list[float] | None:
+def checkpoint_seconds(rank: int, world_size: int) -> list[float] | None:
     """Rank 0's median wall seconds of two checkpoints written by every rank at once as
     lesson 3 writes one: one of next to no bytes, and one whose model and optimizer files
     hold CHECKPOINT_BYTES (a third and two thirds: weights, then Adam's two moments,
