@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import random
 from dataclasses import replace
 
 import pytest
@@ -30,6 +31,7 @@ from scenarios.inference.predict import lump, on_clock
 from scenarios.inference.program import layout
 from scenarios.inference.stepmodel import Shape, planning_device
 from scenarios.inference.trace import Request, TraceSpec, make_trace
+from scenarios.inference.trace import draw_length as trace_length
 from scenarios.metrics import find
 
 SMALL = Shape(layers=2, hidden=64, heads=4, kv_heads=4, head_dim=16, vocab=64, seq=64)
@@ -355,6 +357,36 @@ def test_trace_is_seeded():
     spec = TraceSpec(requests=5, rate=3.0, prompt_len=4, output_len=3, seed=7)
     assert make_trace(spec) == make_trace(spec)
     assert all(isinstance(r, Request) for r in make_trace(spec))
+
+
+def drawn_one_by_one(spec: TraceSpec) -> tuple[Request, ...]:
+    """The trace as random's own calls draw it, request after request: the reference
+    make_trace keeps to while it draws a seed's prompts once for every rate."""
+    rng = random.Random(f"inference-trace:{spec.seed}")
+    shared = [
+        tuple(rng.randrange(spec.vocab) for _ in range(spec.prefix_len))
+        for _ in range(spec.prefixes)
+    ]
+    out, t = [], 0.0
+    for rid in range(spec.requests):
+        t += rng.expovariate(spec.rate)
+        prefix = rng.randrange(spec.prefixes) if spec.prefixes else None
+        own = trace_length(rng, spec.prompt_len, spec.lengths)
+        tokens = tuple(rng.randrange(spec.vocab) for _ in range(own))
+        head = shared[prefix] if prefix is not None else ()
+        output = trace_length(rng, spec.output_len, spec.lengths)
+        out.append(Request(rid, t, head + tokens, output, prefix))
+    return tuple(out)
+
+
+@pytest.mark.parametrize("lengths", ["fixed", "uniform", "exponential"])
+@pytest.mark.parametrize("prefixes", [0, 3])
+def test_the_trace_at_any_rate_and_length_is_the_seeds_own_draw(lengths, prefixes):
+    """The goodput curve's traces (other rates, the first requests) reuse a seed's
+    draws: each is still what drawing it alone gives, longer before shorter too."""
+    for requests, rate, seed in itertools.product([300, 128, 7, 1], [0.3, 10.0, 1e9], [0, 5]):
+        spec = TraceSpec(requests, rate, 12, 9, lengths, prefixes, 5, 64, seed)
+        assert make_trace(spec) == drawn_one_by_one(spec)
 
 
 # -- real ranks ---------------------------------------------------------------------------------------

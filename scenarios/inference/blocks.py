@@ -33,19 +33,21 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 
 def blocks_for(positions: int, block_size: int) -> int:
     return -(-positions // block_size)
 
 
-def block_hashes(prompt: Sequence[int], block_size: int) -> list[int]:
+@lru_cache(maxsize=4096)  # asked again at each admission attempt and by the router
+def block_hashes(prompt: tuple[int, ...], block_size: int) -> tuple[int, ...]:
     """The name of each full block of `prompt`: a hash of every token up to its end."""
     out, h = [], 0
     for i in range(len(prompt) // block_size):
-        h = hash((h, tuple(prompt[i * block_size : (i + 1) * block_size])))
+        h = hash((h, prompt[i * block_size : (i + 1) * block_size]))
         out.append(h)
-    return out
+    return tuple(out)
 
 
 @dataclass
@@ -55,7 +57,7 @@ class Table:
     blocks: list[int] = field(default_factory=list)
     filled: int = 0  # positions written
     need: int = 0  # blocks it will hold at its longest
-    names: list[int] = field(default_factory=list)  # its prompt's full blocks' names
+    names: tuple[int, ...] = ()  # its prompt's full blocks' names
     frozen: tuple[int, ...] | None = None  # `blocks` as a tuple, while it has not grown
 
 
@@ -66,9 +68,14 @@ class BlockManager:
     def __init__(self, num_blocks: int, block_size: int) -> None:
         self.num_blocks = num_blocks
         self.block_size = block_size
-        self.free: deque[int] = deque(range(num_blocks))
-        self.ref = [0] * num_blocks
-        self.fill = [0] * num_blocks  # token slots written in each block
+        # The free blocks in the order they are taken: those never used yet (block
+        # `fresh` on, in order), then those given back, oldest first. A pool is as
+        # large as the memory holds (thousands of replicas of them in a prediction):
+        # only blocks in use ever get an entry.
+        self.fresh = 0
+        self.returned: deque[int] = deque()
+        self.ref: list[int] = []  # per block taken so far
+        self.fill: list[int] = []  # token slots written in each block taken so far
         self.name: dict[int, int] = {}  # block -> its hash, for full prompt blocks
         self.by_name: dict[int, int] = {}  # hash -> block (in use or evictable)
         self.evictable: OrderedDict[int, None] = OrderedDict()  # LRU: oldest first
@@ -83,10 +90,15 @@ class BlockManager:
         return sum(t.need - len(t.blocks) for t in self.tables.values())
 
     @property
-    def in_use(self) -> int:
-        return self.num_blocks - len(self.free) - len(self.evictable)
+    def free(self) -> int:
+        """Blocks free for new data (evictable ones aside)."""
+        return self.num_blocks - self.fresh + len(self.returned)
 
-    def hits(self, prompt: Sequence[int]) -> list[int]:
+    @property
+    def in_use(self) -> int:
+        return self.num_blocks - self.free - len(self.evictable)
+
+    def hits(self, prompt: tuple[int, ...]) -> list[int]:
         """The blocks of `prompt`'s leading full blocks already in the pool, in order,
         leaving at least its last token to compute."""
         usable = (len(prompt) - 1) // self.block_size
@@ -98,16 +110,16 @@ class BlockManager:
             found.append(block)
         return found
 
-    def can_admit(self, prompt: Sequence[int], positions: int) -> bool:
+    def can_admit(self, prompt: tuple[int, ...], positions: int) -> bool:
         """Whether a sequence of `positions` positions starting with `prompt` fits now."""
         shared = self.hits(prompt)
         revived = sum(1 for b in shared if b in self.evictable)
         need = blocks_for(positions, self.block_size) - len(shared)
-        available = len(self.free) + len(self.evictable) - revived - self.reserved
+        available = self.free + len(self.evictable) - revived - self.reserved
         return need <= available
 
     # -- a sequence's life ---------------------------------------------------------------
-    def admit(self, seq: int, prompt: Sequence[int], positions: int) -> int:
+    def admit(self, seq: int, prompt: tuple[int, ...], positions: int) -> int:
         """Start sequence `seq`: share its cached leading blocks; returns how many prompt
         tokens it skips (the prefix hit)."""
         table = Table(need=blocks_for(positions, self.block_size))
@@ -119,28 +131,56 @@ class BlockManager:
         self.tables[seq] = table
         return table.filled
 
-    def write(self, seq: int, prompt: Sequence[int], count: int) -> tuple[int, ...]:
+    def write(self, seq: int, prompt: tuple[int, ...], count: int) -> tuple[int, ...]:
         """Sequence `seq` writes `count` more positions; returns its block table. Prompt
         blocks that become full get their name (prefix caching)."""
         table = self.tables[seq]
         bs = self.block_size
         names = table.names
         blocks = table.blocks
-        for _ in range(count):
-            index, slot = divmod(table.filled, bs)
+        fill = self.fill
+        end = table.filled + count
+        while table.filled < end:  # a block at a time: its slots are written in order
+            index = table.filled // bs
             if index == len(blocks):
                 blocks.append(self._allocate())
                 table.frozen = None
             block = blocks[index]
-            if slot + 1 > self.fill[block]:
-                self.written += slot + 1 - self.fill[block]
-                self.fill[block] = slot + 1
-            table.filled += 1
-            if slot == bs - 1 and index < len(names) and block not in self.name:
-                self._name(block, names[index])
+            top = min(bs, end - index * bs)  # its slots written once this is done
+            if top > fill[block]:
+                self.written += top - fill[block]
+                fill[block] = top
+            table.filled = index * bs + top
+            if top == bs and index < len(names) and block not in self.name:
+                self._name(block, names[index])  # it just became full
         if table.frozen is None or len(table.frozen) != len(blocks):
             table.frozen = tuple(blocks)  # kept: most iterations add no block
         return table.frozen
+
+    def decode(self, seqs: Sequence[int], count: int) -> None:
+        """`count` decode iterations of `seqs` at once: each writes one more position an
+        iteration, as `write(seq, prompt, 1)` for each in turn would, blocks taken in the
+        same order (by iteration, then by sequence). A decode position lies past every
+        full prompt block (`names`), in the sequence's own block: it names nothing, and
+        each adds one written slot."""
+        bs = self.block_size
+        tables = [self.tables[seq] for seq in seqs]
+        grow = sorted(
+            (j, i)
+            for i, table in enumerate(tables)
+            for j in range(-table.filled % bs, count, bs)  # positions that open a block
+        )
+        for _, i in grow:
+            tables[i].blocks.append(self._allocate())
+        fill = self.fill
+        for table in tables:
+            end = table.filled + count
+            for index in range(table.filled // bs, blocks_for(end, bs)):
+                fill[table.blocks[index]] = min(bs, end - index * bs)
+            table.filled = end
+            if table.frozen is None or len(table.frozen) != len(table.blocks):
+                table.frozen = tuple(table.blocks)
+        self.written += count * len(tables)
 
     def finish(self, seq: int) -> None:
         """Sequence `seq` is done: its blocks go back (named ones stay, evictable)."""
@@ -153,7 +193,7 @@ class BlockManager:
                     self.evictable[block] = None
                 else:
                     self.fill[block] = 0
-                    self.free.append(block)
+                    self.returned.append(block)
 
     # -- occupancy ---------------------------------------------------------------------------
     def used_slots(self) -> tuple[int, int]:
@@ -170,8 +210,13 @@ class BlockManager:
         self.ref[block] += 1
 
     def _allocate(self) -> int:
-        if self.free:
-            block = self.free.popleft()
+        if self.fresh < self.num_blocks:
+            block = self.fresh
+            self.fresh += 1
+            self.ref.append(0)
+            self.fill.append(0)
+        elif self.returned:
+            block = self.returned.popleft()
         else:
             block, _ = self.evictable.popitem(last=False)  # the least recently released
             del self.by_name[self.name.pop(block)]

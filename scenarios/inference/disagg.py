@@ -26,7 +26,7 @@ import math
 import statistics
 from dataclasses import dataclass, replace
 
-from scenarios.inference.latency import percentile, served
+from scenarios.inference.latency import clocked, percentile
 from scenarios.inference.plan import Clock, Serving, plan
 from scenarios.inference.search import kv_blocks, sample, trace_blocks
 from scenarios.inference.stepmodel import Device, Shape, Work
@@ -87,8 +87,7 @@ def disaggregated(
         return None
     serving = Serving(max_batch=max_batch, kv_block=kv_block, kv_blocks=blocks)
     planned = plan(shape, device, serving, firsts)
-    n = len(planned.iterations)
-    first = served(planned, [it.end for it in planned.iterations], [0.0] * n)
+    first = clocked(planned)
     prompt = statistics.fmean(len(r.prompt) for r in requests)
     alpha, beta = device.link(gpus)
     move = alpha + prompt * shape.kv_bytes_per_token * beta

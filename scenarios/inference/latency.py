@@ -102,6 +102,36 @@ def served(plan: Plan, token_time: Sequence[float], origin: Sequence[float]) -> 
     return Served(times, tpot, tokens, end - start)
 
 
+def clocked(plan: Plan) -> Served:
+    """What the clients saw on the plan's own clock: `served` with each iteration's end
+    as its token time and every arrival counted from 0, read off the plan's records (a
+    run's tokens counted at once: none is a first, only its last iteration's are done)."""
+    requests = {r.id: r for r in plan.requests}
+    arrived: dict[int, float] = {}
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
+    tokens = 0
+    for it in plan.runs:
+        t = it.end
+        for piece in it.pieces:
+            if piece.padding:
+                continue
+            tokens += it.repeat
+            rid = piece.request
+            if piece.first:
+                arrived[rid] = requests[rid].arrival
+                first[rid] = last[rid] = t
+            if piece.done:
+                last[rid] = t
+    tpot = {
+        rid: (last[rid] - first[rid]) / (requests[rid].output_len - 1)
+        for rid in first
+        if requests[rid].output_len > 1
+    }
+    times = {rid: (arrived[rid], first[rid], last[rid]) for rid in first}
+    return Served(times, tpot, tokens, max(last.values(), default=0.0))  # from 0
+
+
 @dataclass(frozen=True)
 class Occupancy:
     """The KV cache over a plan's iterations: peak blocks in use, and the waste of the
@@ -112,13 +142,31 @@ class Occupancy:
     contiguous_waste: float
 
 
+def _floors(low: int, high: int, block: int) -> int:
+    """The sum of q // block for q from low to high (0 <= low <= high + 1)."""
+
+    def upto(x: int) -> int:  # q // block summed over 0..x
+        k, r = divmod(x + 1, block)
+        return block * k * (k - 1) // 2 + k * r
+
+    return upto(high) - upto(low - 1)
+
+
 def occupancy(plan: Plan) -> Occupancy:
     written = allocated = used = reserved = peak = 0
-    for it in plan.iterations:
-        written += it.kv[0]
-        allocated += it.kv[1]
-        used += it.contiguous[0]
-        reserved += it.contiguous[1]
+    block = plan.serving.kv_block
+    for it in plan.runs:
+        # A run's iterations, summed in closed form: each one writes a position per
+        # sequence (`n` slots), and a block opens wherever a position is a block's first.
+        m, n = it.repeat, len(it.pieces)
+        steps = n * m * (m - 1) // 2  # sum over the iterations before the last of n * back
+        opened = sum(
+            m * (p.start // block) - _floors(p.start - m + 1, p.start, block) for p in it.pieces
+        )
+        written += m * it.kv[0] - steps
+        allocated += m * it.kv[1] - opened * block
+        used += m * it.contiguous[0] - steps
+        reserved += m * it.contiguous[1]
         peak = max(peak, it.kv[1])
     return Occupancy(
         peak,

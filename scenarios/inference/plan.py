@@ -2,7 +2,7 @@
 
 Part of lesson 7's mechanism, pure. A `Serving` says how a model is served
 (TP degree, PP stages, replicas, batching, router, KV pool) and `plan` runs the
-scheduler (scenarios.inference.scheduler) on the step model's clock
+scheduler (scenarios.inference.scheduler, .serve) on the step model's clock
 (scenarios.inference.stepmodel) for a trace: the very iterations a real run
 executes (scenarios.inference.program turns them into Actions, every rank and
 torchrun alike, from the params alone) and, on a GPU profile, the prediction
@@ -15,19 +15,29 @@ itself (Vidur's way: the real scheduler on a modelled clock).
   pool; an iteration passes through the stages, each with its contiguous
   layers (the first with the embedding, the last with the head).
 
+A plan keeps the scheduler's records (`runs`: a run of alike decode iterations is
+one, scenarios.inference.serve), so predict reads latencies and occupancy off
+them in closed form; `iterations` (and `each`, `timed`) give every iteration back
+in the step-by-step loop's order, as the Program and the timeline need them.
+
 Pure: stdlib and the lesson's pure modules.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar
 
 from runtime.sim import formulas
 from scenarios.inference.blocks import BlockManager, blocks_for
+from scenarios.inference.iteration import Iteration
+from scenarios.inference.lumps import Stages, expand, in_order, stage_times
 from scenarios.inference.router import Router
-from scenarios.inference.scheduler import Engine, Iteration, Timing, serve, serve_pipeline
-from scenarios.inference.stagecost import StageCost
+from scenarios.inference.scheduler import Engine
+from scenarios.inference.serve import serve, serve_pipeline
+from scenarios.inference.stagecost import DecodeRun, StageCost
 from scenarios.inference.stepmodel import (
     Device,
     Shape,
@@ -35,9 +45,11 @@ from scenarios.inference.stepmodel import (
     back_seconds,
     hop_seconds,
 )
+from scenarios.inference.timing import Timing
 from scenarios.inference.trace import Request
 
 MODES = ("tp", "pp", "replicas")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -114,6 +126,28 @@ class Clock:
     def _memo(self) -> list:
         return [None, {}]
 
+    def series(self, s: int, work: Work, step: int) -> DecodeRun:
+        """Stage s's seconds along a run of decode iterations (StageCost.decode): stages
+        alike get the same function."""
+        count = len(self.layers[s])
+        key = (count, s == 0, s == self.serving.pp - 1)
+        memo = self._series
+        if work is not memo[0]:
+            memo[0], memo[1] = work, {}
+        found = memo[1].get((key, step))
+        if found is None:
+            cost = self._costs.get(key)
+            if cost is None:
+                cost = self._costs[key] = StageCost(
+                    self.shape, self.device, count, embed=s == 0, head=key[2], tp=self.serving.tp
+                )
+            found = memo[1][(key, step)] = cost.decode(work, step)
+        return found
+
+    @cached_property
+    def _series(self) -> list:
+        return [None, {}]
+
     def hop(self, work: Work) -> float:
         return hop_seconds(self.shape, self.device, work, across_nodes=self._across())
 
@@ -125,26 +159,68 @@ class Clock:
         return per_node is not None and self.serving.tp * 2 > per_node
 
     def timing(self) -> Timing:
-        return Timing(self.stage, self.serving.pp, self.hop, self.back)
+        return Timing(self.stage, self.serving.pp, self.hop, self.back, self.series)
 
 
 @dataclass(frozen=True)
 class Plan:
     """A configuration's iterations for one replica group (all of them: TP, replicas) or
-    one pipeline, and the requests they served."""
+    one pipeline, and the requests they served. `runs` is how the scheduler made them
+    (a run of alike decode iterations one record: scenarios.inference.serve);
+    `iterations` each one, as a real run executes them."""
 
     serving: Serving
     requests: tuple[Request, ...]
-    iterations: tuple[Iteration, ...]
+    runs: tuple[Iteration, ...]
     context: int
+    batch_bound: bool = True  # whether max_batch ever kept a waiting request out
+
+    @cached_property
+    def iterations(self) -> tuple[Iteration, ...]:
+        return tuple(self.each())
+
+    def each(self) -> Iterator[Iteration]:
+        """Every iteration in order, one at a time (a run's made as they are asked for)."""
+        block = self.serving.kv_block
+        yield from self._in_order(lambda record: expand(record, block), lambda it: it.start)
+
+    def timed(self) -> Iterator[tuple[Iteration, Stages]]:
+        """Every iteration's record and its stages' (start, end), in order: what a
+        timeline draws, without making each iteration of a run."""
+        yield from self._in_order(
+            lambda record: ((record, st) for st in stage_times(record)), lambda x: x[1][0][0]
+        )
+
+    def _in_order(
+        self, unfold: Callable[[Iteration], Iterator[T]], start: Callable[[T], float]
+    ) -> Iterator[T]:
+        if self.serving.pp > 1:  # one pipeline: its records are in order
+            for record in self.runs:
+                yield from unfold(record)
+        else:
+            yield from in_order(self.runs, self.serving.replicas, unfold, start)
+
+    @property
+    def end(self) -> float:
+        """When the last iteration's tokens exist (0 without iterations)."""
+        return max((it.end for it in self.runs), default=0.0)
 
     def of_engine(self, engine: int) -> list[Iteration]:
         return [it for it in self.iterations if it.engine == engine]
 
 
-def plan(shape: Shape, device: Device, serving: Serving, requests: tuple[Request, ...]) -> Plan:
+def plan(
+    shape: Shape,
+    device: Device,
+    serving: Serving,
+    requests: tuple[Request, ...],
+    *,
+    lump: bool = True,
+) -> Plan:
     """The scheduler's iterations for `requests` on `serving` (replicas of tp groups, or
-    one pipeline of tp groups), timed by `device`."""
+    one pipeline of tp groups), timed by `device` (`lump`: runs of alike decode
+    iterations as one record each, the same iterations; False: one by one, the
+    reference)."""
     by_id = {r.id: r for r in requests}
     # A pool larger than every request's blocks at once is never full: the same plan.
     most = sum(blocks_for(r.context + 1, serving.kv_block) for r in requests)
@@ -167,11 +243,12 @@ def plan(shape: Shape, device: Device, serving: Serving, requests: tuple[Request
         pool = BlockManager(pool_blocks, serving.kv_block)
         engines = [engine(g, pool) for g in range(serving.pp)]
         route = Router("least-outstanding", serving.pp, serving.kv_block)
-        iterations = serve_pipeline(requests, engines, clock.timing(), route)
+        iterations = serve_pipeline(requests, engines, clock.timing(), route, lump=lump)
     else:
         engines = [
             engine(e, BlockManager(pool_blocks, serving.kv_block)) for e in range(serving.replicas)
         ]
         route = Router(serving.router, serving.replicas, serving.kv_block)
-        iterations = serve(requests, engines, clock.timing(), route)
-    return Plan(serving, requests, tuple(iterations), shape.seq)
+        iterations = serve(requests, engines, clock.timing(), route, lump=lump)
+    bound = any(e.batch_bound for e in engines)
+    return Plan(serving, requests, tuple(iterations), shape.seq, bound)

@@ -19,7 +19,7 @@ from runtime.sim.costmodel import CostModel
 from runtime.sim.trace import Span, Timeline
 from scenarios.base import LUMP_ABOVE_ACTIONS, Lumped
 from scenarios.inference.disagg import disaggregated
-from scenarios.inference.latency import Served, served
+from scenarios.inference.latency import Served, clocked
 from scenarios.inference.params import InferenceParams
 from scenarios.inference.plan import Plan, plan
 from scenarios.inference.program import requests_label
@@ -46,18 +46,21 @@ def draw(plans: list[tuple[str, Plan]]) -> tuple[Timeline, list[float]]:
         offsets.append(offset)
         serving = planned.serving
         tp = serving.tp
-        for k, it in enumerate(planned.iterations):
+        record, label = None, ""
+        for k, (it, stages) in enumerate(planned.timed()):  # a run: its iterations' times
             if len(spans) >= MAX_SPANS:
                 break
+            if it is not record:  # a run's iterations serve the same requests
+                record, label = it, requests_label(it)
             kind = "prefill" if it.prefill else "decode"
-            for s, (start, end) in enumerate(it.stages):
+            for s, (start, end) in enumerate(stages):
                 first = (it.engine * serving.pp + s) * tp if serving.pp == 1 else s * tp
                 for rank in range(first, first + tp):
                     spans.append(
                         Span(
                             rank,
                             kind,
-                            requests_label(it),
+                            label,
                             offset + start,
                             offset + end,
                             series=series,
@@ -65,7 +68,7 @@ def draw(plans: list[tuple[str, Plan]]) -> tuple[Timeline, list[float]]:
                             stage=s,
                         )
                     )
-        offset += max((it.end for it in planned.iterations), default=0.0)
+        offset += planned.end
     return Timeline(spans=spans), offsets
 
 
@@ -203,5 +206,4 @@ def on_clock(params: InferenceParams, model: CostModel) -> Lumped:
 
 def read_plan(planned: Plan) -> Served:
     """What the clients saw on the plan's own clock."""
-    n = len(planned.iterations)
-    return served(planned, [it.end for it in planned.iterations], [0.0] * n)
+    return clocked(planned)

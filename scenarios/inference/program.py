@@ -40,9 +40,9 @@ from functools import lru_cache
 
 from runtime.sim.effects import Effects, Until
 from runtime.sim.program import Action, Program, barriers
+from scenarios.inference.iteration import Iteration
 from scenarios.inference.params import InferenceParams
 from scenarios.inference.plan import Clock, Plan, plan
-from scenarios.inference.scheduler import Iteration
 from scenarios.inference.stepmodel import TOKEN_BYTES, Shape, part_seconds, planning_device
 from scenarios.inference.trace import make_trace
 
@@ -164,29 +164,54 @@ def _whole(w: _Writer, rank: int, k: int, it: Iteration) -> None:
 def _tensor_parallel(w: _Writer, ranks: tuple[int, ...], k: int, it: Iteration) -> None:
     shape, device, tp = w.clock.shape, w.clock.device, len(ranks)
     work = it.work
+    # What every rank and layer of this iteration shares, computed once: each part's
+    # seconds, the labels, the collectives' bytes (Actions as _Writer.add writes them).
+    key = "prefill" if it.prefill else "decode"
+    said = requests_label(it)
+    seconds = {part: part_seconds(shape, device, part, work, tp) for part in ("attn", "mlp")}
+    first_attn = seconds["attn"] + part_seconds(shape, device, "embed", work, tp)
+    head_seconds = part_seconds(shape, device, "head", work, tp)
+    reduced = work.tokens * shape.hidden * FP32
+    gathered = work.outs * shape.vocab * FP32
+    series, add = w.series, w.program.add
     marker = ""
     for rank in ranks:
         w.wait(rank, k, it)
         for layer in range(shape.layers):
             for part in ("attn", "mlp"):
-                seconds = part_seconds(shape, device, part, work, tp)
-                if part == "attn" and layer == 0:
-                    seconds += part_seconds(shape, device, "embed", work, tp)
-                w.compute(rank, k, it, part, layer, seconds)
-                if tp > 1:
-                    w.add(
-                        rank,
-                        k,
-                        f"L{layer}.{part}.ar",
-                        "all_reduce",
-                        it,
-                        label=f"all-reduce L{layer}.{part}",
-                        group=ranks,
-                        bytes=work.tokens * shape.hidden * FP32,
-                        algorithm="ring",
-                        args=(("iteration", k), ("part", part), ("layer", layer)),
+                name = f"L{layer}.{part}"
+                part_args = (("iteration", k), ("part", part), ("layer", layer))
+                add(
+                    Action(
+                        id=f"{series}:i{k}:{name}@r{rank}",
+                        rank=rank,
+                        kind=key,
+                        series=series,
+                        step=k,
+                        phase=key,
+                        label=f"{said} {name}",
+                        cost_key=key,
+                        work=first_attn if part == "attn" and layer == 0 else seconds[part],
+                        args=part_args,
                     )
-        head = w.compute(rank, k, it, "head", -1, part_seconds(shape, device, "head", work, tp))
+                )
+                if tp > 1:
+                    add(
+                        Action(
+                            id=f"{series}:i{k}:{name}.ar@r{rank}",
+                            rank=rank,
+                            kind="all_reduce",
+                            series=series,
+                            step=k,
+                            phase=key,
+                            label=f"all-reduce {name}",
+                            group=ranks,
+                            bytes=reduced,
+                            algorithm="ring",
+                            args=part_args,
+                        )
+                    )
+        head = w.compute(rank, k, it, "head", -1, head_seconds)
         if tp > 1:
             head = w.add(
                 rank,
@@ -196,7 +221,7 @@ def _tensor_parallel(w: _Writer, ranks: tuple[int, ...], k: int, it: Iteration) 
                 it,
                 label="all-gather logits",
                 group=ranks,
-                bytes=work.outs * shape.vocab * FP32,
+                bytes=gathered,
                 algorithm="ring",
                 args=(("iteration", k), ("part", "head"), ("layer", -1)),
             )

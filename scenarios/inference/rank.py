@@ -38,10 +38,10 @@ from runtime.engine.models import GPTConfig, MiniGPT
 from runtime.engine.worker import RankContext
 from runtime.sim.program import Action
 from scenarios.inference.decode import Chunk, Shard, greedy_reference
+from scenarios.inference.iteration import Iteration
 from scenarios.inference.params import InferenceParams, InferenceResult, SeriesRun
 from scenarios.inference.plan import stage_layers
 from scenarios.inference.program import SeriesIndex, layout
-from scenarios.inference.scheduler import Iteration
 from scenarios.inference.weights import trained
 
 

@@ -91,7 +91,7 @@ def serving_metrics(
         ),
         Metric("kv_waste_fraction", "fraction", occ.paged_waste, series=series),
         Metric("kv_waste_fraction_contiguous", "fraction", occ.contiguous_waste, series=series),
-        Metric("prefix_hit_tokens", "count", sum(it.hits for it in plan.iterations), series=series),
+        Metric("prefix_hit_tokens", "count", sum(it.hits for it in plan.runs), series=series),
     ]
     return out
 
@@ -118,7 +118,7 @@ def peak_concurrency(plan: Plan) -> int:
     start of the first iteration it is in to the end of the one that finishes it. At most
     the requests, and max_batch per engine."""
     held: dict[int, list[float]] = {}
-    for it in plan.iterations:
+    for it in plan.runs:  # a run: its sequences from its first start to its last end
         for piece in it.pieces:
             if piece.padding:
                 continue
@@ -147,9 +147,9 @@ def layout_metrics(series: str, plan: Plan, shape: Shape, device: Device) -> lis
         step = Work.of([(context, 1, True)])
         comm = tp_comm_seconds(shape, device, step, shape.layers, serving.tp, True)
         out.append(Metric("tp_comm_per_decode_step_s", "s", None, comm, series=series))
-    if serving.pp > 1 and plan.iterations:
-        busy = sum(end - start for it in plan.iterations for start, end in it.stages)
-        span = max(it.end for it in plan.iterations) - min(it.start for it in plan.iterations)
+    if serving.pp > 1 and plan.runs:
+        busy = sum(end - start for _, stages in plan.timed() for start, end in stages)
+        span = plan.end - min(it.start for it in plan.runs)
         bubble = 1.0 - busy / (serving.pp * span) if span > 0 else 0.0
         out.append(Metric("pp_bubble_fraction", "fraction", None, bubble, series=series))
     longest = max((r.context + 1 for r in plan.requests), default=1)

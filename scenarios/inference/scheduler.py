@@ -1,4 +1,4 @@
-"""The server's scheduler: which sequences run in each iteration, and when.
+"""The server's scheduler: which sequences an engine runs in each iteration.
 
 Part of lesson 7's mechanism, pure: it plans the Program the ranks execute
 (scenarios.inference.plan, .program) and, on a GPU profile, is the prediction
@@ -20,82 +20,22 @@ scheduling, Orca, Yu et al. 2022):
   its longest member is done; members that finish early stay in the batch as
   padding (computed, their tokens thrown away), and nobody joins meanwhile.
 
-Drivers run engines on one clock: `serve` for one engine (TP) or replicas
-behind a router (scenarios.inference.router), `serve_pipeline` for PP with `pp`
-virtual engines (vLLM's: one micro-batch in flight per stage) whose iterations
-pass through the stages, each waiting for its previous one's tokens to come
-back from the last stage; a send holds its sender until delivered.
+`step` decides and applies one iteration (a Decision: scenarios.inference.iteration);
+`quiet_for` and `run` are the engine's side of the lumping of alike decode
+iterations (how many may come next, and all of them applied at once). The drivers
+that run engines on a clock are scenarios.inference.serve.
 Pure: stdlib only (and the lesson's pure modules).
 """
 
 from __future__ import annotations
 
-import math
-from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import NamedTuple
+from itertools import islice
 
 from scenarios.inference.blocks import BlockManager
+from scenarios.inference.iteration import Decision, Piece
 from scenarios.inference.stepmodel import Work
 from scenarios.inference.trace import Request
-
-
-# The records a plan makes per iteration and per sequence in it (tens of thousands in a
-# config search) are NamedTuples: immutable like a frozen dataclass, built faster.
-class Piece(NamedTuple):
-    """One sequence's share of an iteration: positions start..start+count-1, and the
-    token sampled from the last of them."""
-
-    request: int
-    start: int
-    count: int
-    blocks: tuple[int, ...]  # its block table once they are written
-    first: bool = False  # the request's first token (its prefill)
-    done: bool = False  # the request's last token: its answer is complete
-    leaves: bool = False  # the sequence leaves the batch after this iteration
-    padding: bool = False  # static batching: a finished member, computed for nothing
-
-    @property
-    def feeds_back(self) -> bool:
-        """Its sampled token is the sequence's next input."""
-        return not self.leaves
-
-
-class Decision(NamedTuple):
-    """What an engine runs next, and its KV occupancy while it runs."""
-
-    prefill: bool
-    pieces: tuple[Piece, ...]
-    newcomers: tuple[int, ...]
-    hits: int
-    kv: tuple[int, int]
-    contiguous: tuple[int, int]
-    work: Work  # Work.of its pieces, each emitting a token
-
-
-class Iteration(NamedTuple):
-    """One iteration of one engine, on the plan's clock."""
-
-    engine: int
-    prefill: bool
-    pieces: tuple[Piece, ...]
-    wait_until: float | None  # arrival of its latest newcomer: never start before it
-    start: float
-    end: float  # its tokens exist (the last stage's end under PP)
-    hits: int  # prompt tokens its newcomers found cached
-    kv: tuple[int, int]  # paged: (slots written, slots allocated) in blocks in use
-    contiguous: tuple[int, int]  # each running sequence holding the model's whole context
-    stages: tuple[tuple[float, float], ...] = ()  # (start, end) on each stage
-
-    @property
-    def work(self) -> Work:
-        return Work.of((p.start, p.count, True) for p in self.pieces)
-
-    @property
-    def tokens_out(self) -> int:
-        return sum(1 for p in self.pieces if not p.padding)
 
 
 class Engine:
@@ -120,6 +60,9 @@ class Engine:
         self.queue: deque[int] = deque()  # arrived, not admitted
         self.made: dict[int, int] = {}  # running -> tokens generated so far
         self.target = 0  # static: the batch's longest output
+        # whether max_batch ever kept a waiting request out (or cut the static batch's
+        # look at the queue): if not, any larger max_batch plans the same iterations
+        self.batch_bound = False
 
     def has_work(self) -> bool:
         return bool(self.queue or self.made)
@@ -178,10 +121,98 @@ class Engine:
             blocks.finish(rid)
         return decision
 
+    def quiet_for(self) -> int:
+        """How many decode iterations of the running sequences, alike, can come next
+        before an event: the last of them is the first where a sequence is done (or a
+        static batch ends). 0: the next iteration may admit newcomers."""
+        made, requests = self.made, self.requests
+        if not made:
+            return 0
+        guard = False  # waiting requests: admission stays shut only while no block is evicted
+        if self.queue and not self.static:
+            if len(made) < self.max_batch:
+                head = requests[self.queue[0]]
+                if self.blocks.can_admit(head.prompt, head.context):
+                    return 0
+            guard = True
+        if self.static:
+            count = self.target - max(made.values())
+            for rid, k in made.items():
+                out = requests[rid].output_len
+                if k < out:
+                    count = min(count, out - k)
+        else:
+            count = min(requests[rid].output_len - k for rid, k in made.items())
+        if guard and count > 0:
+            count = self._unevicted(count)
+        return max(0, count)
+
+    def _unevicted(self, count: int) -> int:
+        """At most `count` decode iterations whose new blocks all come from the free list
+        (an evicted cached block could change whether the head of the queue fits)."""
+        bs, tables, free = self.blocks.block_size, self.blocks.tables, self.blocks.free
+        if free >= len(self.made) * (count // bs + 1):  # at most that many open
+            return count
+        grow = sorted(j for rid in self.made for j in range(-tables[rid].filled % bs, count, bs))
+        return count if len(grow) <= free else grow[free]
+
+    def next_work(self) -> Work:
+        """The Work of the next decode iteration of the running sequences: each one
+        position, attending to its whole context."""
+        requests = self.requests
+        context = sum(len(requests[rid].prompt) + k for rid, k in self.made.items())
+        n = len(self.made)
+        return Work(n, n, context, context, n)
+
+    def all_leave(self, count: int) -> bool:
+        """Whether every running sequence leaves after `count` more decode iterations."""
+        if self.static:
+            return max(self.made.values()) + count >= self.target
+        return all(self.requests[rid].output_len - k <= count for rid, k in self.made.items())
+
+    def run(self, count: int) -> Decision:
+        """Apply `count` decode iterations of the running sequences at once (`quiet_for`
+        says how many may come); the Decision of the last of them."""
+        blocks, requests, made_so_far = self.blocks, self.requests, self.made
+        rids = list(made_so_far)
+        blocks.decode(rids, count)
+        tables = blocks.tables
+        planned = []
+        for rid in rids:
+            req = requests[rid]
+            made = made_so_far[rid] + count
+            planned.append(
+                (rid, len(req.prompt) + made - 2, tables[rid].frozen, made, req.output_len)
+            )
+        if self.static:
+            last = max(p[3] for p in planned) >= self.target
+            leaving = set(rids) if last else set()
+        else:
+            leaving = {rid for rid, _, _, made, out in planned if made >= out}
+        pieces = tuple(
+            Piece(rid, start, 1, table, False, made == out, rid in leaving, made > out)  # type: ignore[arg-type]
+            for rid, start, table, made, out in planned
+        )
+        n = len(planned)
+        attn = sum(start + 1 for _, start, _, _, _ in planned)
+        for rid, _, _, made, _ in planned:
+            made_so_far[rid] = made
+        decision = Decision(
+            False, pieces, (), 0, blocks.used_slots(), self.contiguous(), Work(n, n, attn, attn, n)
+        )
+        for rid in leaving:
+            del made_so_far[rid]
+            blocks.finish(rid)
+        return decision
+
     def _admit(self) -> list[int]:
         taken: list[int] = []
-        head = [self.requests[r].output_len for r in list(self.queue)[: self.max_batch]]
-        longest = max(head, default=0)
+        longest = 0
+        if self.static:  # only a static batch pads to its longest
+            if len(self.queue) > self.max_batch:
+                self.batch_bound = True
+            head = [self.requests[r].output_len for r in islice(self.queue, self.max_batch)]
+            longest = max(head, default=0)
         while self.queue and len(self.made) + len(taken) < self.max_batch:
             req = self.requests[self.queue[0]]
             positions = req.context
@@ -192,6 +223,8 @@ class Engine:
             self.queue.popleft()
             self.blocks.admit(req.id, req.prompt, positions)
             taken.append(req.id)
+        if self.queue and len(self.made) + len(taken) >= self.max_batch:
+            self.batch_bound = True
         if taken and self.static:
             self.target = max(self.requests[r].output_len for r in taken)
         return taken
@@ -201,146 +234,3 @@ class Engine:
         model's whole context in one contiguous piece."""
         used = sum(self.blocks.tables[r].filled for r in self.made)
         return used, len(self.made) * self.context
-
-
-Seconds = Callable[[int, Work], float]  # (stage, work) -> seconds
-
-
-@dataclass(frozen=True)
-class Timing:
-    """How long an iteration takes on each stage, and the hops between stages."""
-
-    stage: Seconds
-    stages: int = 1
-    hop: Callable[[Work], float] = lambda work: 0.0
-    back: Callable[[Work], float] = lambda work: 0.0
-
-
-def _iteration(engine: Engine, decided: Decision, stages: list[tuple[float, float]]) -> Iteration:
-    arrivals = [engine.requests[r].arrival for r in decided.newcomers]
-    return Iteration(
-        engine=engine.index,
-        prefill=decided.prefill,
-        pieces=decided.pieces,
-        wait_until=max(arrivals) if arrivals else None,
-        start=stages[0][0],
-        end=stages[-1][1],
-        hits=decided.hits,
-        kv=decided.kv,
-        contiguous=decided.contiguous,
-        stages=tuple(stages),
-    )
-
-
-class _Clients:
-    """What the router sees: requests sent to each engine and when each was answered."""
-
-    def __init__(self, engines: int) -> None:
-        self.routed = [0] * engines
-        self.answered: list[list[float]] = [[] for _ in range(engines)]
-
-    def outstanding(self, t: float) -> list[int]:
-        # an engine's answers come in time order: count those by t with a bisection
-        pairs = zip(self.routed, self.answered, strict=True)
-        return [n - bisect_right(done, t) for n, done in pairs]
-
-    def deliver(
-        self,
-        req: Request,
-        engines: list[Engine],
-        route: Callable[[Request, list[int]], int],
-        ready: list[float],
-    ) -> int:
-        """Route an arriving request to an engine's queue (an idle engine wakes then);
-        returns the engine."""
-        target = route(req, self.outstanding(req.arrival))
-        self.routed[target] += 1
-        if not engines[target].has_work():
-            ready[target] = max(ready[target], req.arrival)
-        engines[target].queue.append(req.id)
-        return target
-
-    def answer(self, engine: int, decided: Decision, t: float) -> None:
-        self.answered[engine] += [t] * sum(1 for p in decided.pieces if p.done)
-
-
-def serve(
-    requests: Sequence[Request],
-    engines: list[Engine],
-    timing: Timing,
-    route: Callable[[Request, list[int]], int],
-) -> list[Iteration]:
-    """TP (one engine) or replicas behind `route(request, outstanding) -> engine`: every
-    engine on one clock, arrivals routed in time order, an iteration seeing every
-    request that arrived by its start. Iterations in start order."""
-    free_at = [0.0] * len(engines)
-    clients = _Clients(len(engines))
-    out: list[Iteration] = []
-    pending = deque(sorted(requests, key=lambda r: (r.arrival, r.id)))
-    while True:
-        busy = [(free_at[e], e) for e, eng in enumerate(engines) if eng.has_work()]
-        t, e = min(busy) if busy else (math.inf, -1)
-        if pending and pending[0].arrival <= t:
-            clients.deliver(pending.popleft(), engines, route, free_at)
-            continue
-        if e < 0:
-            return out
-        decided = engines[e].step()
-        if decided is None:  # its own pool cannot hold the head request, ever
-            raise ValueError(f"engine {e}: a request's KV cache is larger than its pool")
-        end = t + timing.stage(0, decided.work)
-        out.append(_iteration(engines[e], decided, [(t, end)]))
-        clients.answer(e, decided, end)
-        free_at[e] = end
-
-
-def serve_pipeline(
-    requests: Sequence[Request],
-    engines: list[Engine],
-    timing: Timing,
-    route: Callable[[Request, list[int]], int],
-) -> list[Iteration]:
-    """PP: the engines are virtual engines sharing one KV pool, their iterations going
-    through `timing.stages` stages in the order they enter the first; an engine's next
-    iteration waits for its previous one's tokens to come back. Iterations in the
-    order they enter the first stage (every stage processes them in that order)."""
-    stage_free = [0.0] * timing.stages
-    ready = [0.0] * len(engines)
-    blocked: set[int] = set()  # waiting for the shared pool to free blocks
-    clients = _Clients(len(engines))
-    out: list[Iteration] = []
-    pending = deque(sorted(requests, key=lambda r: (r.arrival, r.id)))
-    while True:
-        starts = [
-            (max(stage_free[0], ready[g]), g)
-            for g, eng in enumerate(engines)
-            if eng.has_work() and g not in blocked
-        ]
-        t, g = min(starts) if starts else (math.inf, -1)
-        if pending and pending[0].arrival <= t:
-            blocked.discard(clients.deliver(pending.popleft(), engines, route, ready))
-            continue
-        if g < 0:
-            if blocked:
-                raise ValueError("a request's KV cache is larger than the pool")
-            return out
-        decided = engines[g].step()
-        if decided is None:  # the shared pool is full for now: retry once others move
-            blocked.add(g)
-            continue
-        stages, begin, work = [], t, decided.work
-        hop, last = timing.hop(work), timing.stages - 1
-        for s in range(timing.stages):
-            if s:
-                begin = max(stage_free[s], stages[-1][1] + hop)
-            end = begin + timing.stage(s, work)
-            stage_free[s] = end + (hop if s < last else 0.0)  # a send holds its sender
-            stages.append((begin, end))
-        out.append(_iteration(engines[g], decided, stages))
-        clients.answer(g, decided, stages[-1][1])
-        ready[g] = stages[-1][1]
-        if any(p.feeds_back for p in decided.pieces):  # the tokens go back to stage 0
-            ready[g] = stage_free[last] = stages[-1][1] + timing.back(work)
-        for other in blocked:
-            ready[other] = max(ready[other], stage_free[0])
-        blocked.clear()

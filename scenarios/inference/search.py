@@ -3,7 +3,9 @@
 Part of lesson 7's prediction, pure. For a number of GPUs, every way to write
 it as tp · pp · replicas (tp dividing the heads, pp at most the layers) and a
 few batch sizes is served on the hardware profile's clock by the real
-scheduler (scenarios.inference.plan). Replicas split the trace round-robin
+scheduler (scenarios.inference.plan); where a plan's batch cap never kept a
+waiting request out, a larger cap plans the very same iterations and is read
+off that plan. Replicas split the trace round-robin
 (each sees a Poisson stream of rate/replicas: the router's choice matters less
 than the layout here, and the lesson's run shows routing). A layout whose
 weights do not fit a GPU's memory is left out; the rest of the memory holds
@@ -21,15 +23,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scenarios.inference.blocks import blocks_for
-from scenarios.inference.latency import served
-from scenarios.inference.plan import Serving, plan
+from scenarios.inference.latency import clocked
+from scenarios.inference.plan import Plan, Serving, plan
 from scenarios.inference.stepmodel import Device, Shape
 from scenarios.inference.trace import Request
 
 BATCHES = (8, 32, 128)
 # Each configuration serves the first requests of its share up to this many output
-# tokens times stages (a sample of its steady state): 16 layouts x 3 batches of it plan
-# in about half a second (some 7 us per token and sequence step).
+# tokens times stages (a sample of its steady state): the search costs the same at any
+# trace length (benchmarks/predict_max.py times it).
 SEARCH_TOKENS = 1_500
 MAX_TP = 8  # TP's all-reduces on every token stay within a node (NVLink)
 MAX_PP = 8
@@ -115,13 +117,10 @@ def sample(
 
 
 def evaluate(
-    shape: Shape,
-    device: Device,
-    requests: tuple[Request, ...],
-    serving: Serving,
-    slo: tuple[float, float],
-    rate: float,
-) -> Found | None:
+    shape: Shape, device: Device, requests: tuple[Request, ...], serving: Serving
+) -> Plan | None:
+    """One replica's round-robin share of `requests` (sampled) served on `serving`'s
+    layout; None: a request's KV does not fit the pool."""
     share = sample(requests[:: serving.replicas], serving.pp)  # one replica's round-robin share
     one = Serving(
         serving.tp,
@@ -137,8 +136,12 @@ def evaluate(
         planned = plan(shape, device, one, share)
     except ValueError:  # a request's KV does not fit the pool
         return None
-    n = len(planned.iterations)
-    result = served(planned, [it.end for it in planned.iterations], [0.0] * n)
+    return planned
+
+
+def found(serving: Serving, planned: Plan, slo: tuple[float, float], rate: float) -> Found:
+    """What `serving` achieved, as read off a plan of one replica's share."""
+    result = clocked(planned)
     return Found(
         serving,
         # within-SLO share of the offered load (rate), as DistServe rates a system
@@ -163,15 +166,22 @@ def search(
 ) -> list[Found]:
     """Every layout and batch size evaluated, best goodput per GPU first (then the
     lowest latency: TTFT + TPOT at the median)."""
-    found = []
+    out: list[Found] = []
+    cap = trace_blocks(requests, kv_block)
     for tp, pp, replicas in layouts(gpus, shape):
-        cap = trace_blocks(requests, kv_block)
         blocks = kv_blocks(shape, device, tp, pp, kv_block, default_blocks, cap)
         if blocks == 0:
             continue
+        unbound: Plan | None = None  # a plan no batch cap changed: the larger ones alike
         for batch in BATCHES:
             serving = Serving(tp, pp, replicas, batching, "round-robin", batch, kv_block, blocks)
-            result = evaluate(shape, device, requests, serving, slo, rate)
-            if result is not None:
-                found.append(result)
-    return sorted(found, key=lambda f: (-f.per_gpu, (f.ttft_p50 or 0) + (f.tpot_p50 or 0)))
+            if unbound is not None:
+                out.append(found(serving, unbound, slo, rate))
+                continue
+            planned = evaluate(shape, device, requests, serving)
+            if planned is None:
+                break  # a request's KV does not fit the pool, whatever the batch
+            out.append(found(serving, planned, slo, rate))
+            if not planned.batch_bound:
+                unbound = planned
+    return sorted(out, key=lambda f: (-f.per_gpu, (f.ttft_p50 or 0) + (f.tpot_p50 or 0)))

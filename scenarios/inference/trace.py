@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 LENGTHS = ("fixed", "uniform", "exponential")
@@ -74,7 +74,8 @@ def length_bounds(mean: int, lengths: str) -> tuple[int, int]:
     return 1, 4 * mean
 
 
-def _length(rng: random.Random, mean: int, lengths: str) -> int:
+def draw_length(rng: random.Random, mean: int, lengths: str) -> int:
+    """One length around `mean` from `rng`, as `lengths` distributes them."""
     low, high = length_bounds(mean, lengths)
     if lengths == "fixed":
         return mean
@@ -92,22 +93,46 @@ def longest_context(spec: TraceSpec) -> int:
     return shared + own + out - 1
 
 
-@lru_cache(maxsize=4)
-def make_trace(spec: TraceSpec) -> tuple[Request, ...]:
-    """The requests, in arrival order (ids 0, 1, ...). Same spec, same requests."""
+# What a seed draws for each request whatever the rate: the uniform behind its gap, its
+# shared prefix, its prompt and its output length. The goodput curve asks for the same
+# trace at other rates (and its first requests): its arrivals are computed again from
+# these, its prompts not drawn again. Keyed by the spec without rate and requests: the
+# first n requests of a longer draw are the n a shorter one makes.
+Drawn = tuple[float, int | None, tuple[int, ...], int]
+_DRAWN: dict[TraceSpec, tuple[Drawn, ...]] = {}
+
+
+def _drawn(spec: TraceSpec) -> tuple[Drawn, ...]:
+    key = replace(spec, requests=0, rate=1.0)
+    known = _DRAWN.get(key, ())
+    if len(known) >= spec.requests:
+        return known[: spec.requests]
     rng = random.Random(f"inference-trace:{spec.seed}")
     shared = [
         tuple(rng.randrange(spec.vocab) for _ in range(spec.prefix_len))
         for _ in range(spec.prefixes)
     ]
-    out: list[Request] = []
-    t = 0.0
-    for rid in range(spec.requests):
-        t += rng.expovariate(spec.rate)
+    out: list[Drawn] = []
+    for _ in range(spec.requests):
+        gap = rng.random()  # what rng.expovariate(rate) draws: the gap is -log(1 - u) / rate
         prefix = rng.randrange(spec.prefixes) if spec.prefixes else None
-        own = _length(rng, spec.prompt_len, spec.lengths)
+        own = draw_length(rng, spec.prompt_len, spec.lengths)
         tokens = tuple(rng.randrange(spec.vocab) for _ in range(own))
         head = shared[prefix] if prefix is not None else ()
-        output = _length(rng, spec.output_len, spec.lengths)
-        out.append(Request(rid, t, head + tokens, output, prefix))
+        out.append((gap, prefix, head + tokens, draw_length(rng, spec.output_len, spec.lengths)))
+    if len(_DRAWN) >= 4:  # a few traces at once: the lesson's, a curve's
+        _DRAWN.clear()
+    _DRAWN[key] = drawn = tuple(out)
+    return drawn
+
+
+@lru_cache(maxsize=4)
+def make_trace(spec: TraceSpec) -> tuple[Request, ...]:
+    """The requests, in arrival order (ids 0, 1, ...). Same spec, same requests.
+    Arrivals are random.expovariate's, computed as it does from the same uniform."""
+    out: list[Request] = []
+    t = 0.0
+    for rid, (gap, prefix, prompt, output) in enumerate(_drawn(spec)):
+        t += -math.log(1.0 - gap) / spec.rate
+        out.append(Request(rid, t, prompt, output, prefix))
     return tuple(out)
