@@ -9,9 +9,17 @@ many cores the ranks shared.
 
 Second table: how long `predict why-distribute` takes in this process (the
 diagnosis, the planner with its simulations, the cost sentence) for the issue's
-examples and the largest sizes its params accept.
+examples, presets, pinned layouts, context parallelism and the largest sizes its
+params accept.
+
+With `--published` (no ranks started): the published training runs the planner
+reproduces (scenarios.why_distribute.published: Narayanan et al. 2021's Table 1 and
+others), each with its command, the step its paper implies, the step predicted and
+the error, plus MFU and HFU; `--write` puts that table in docs/benchmarks.md
+(benchmarks.doc_section), which the lesson's page links to.
 
     python benchmarks/why_distribute.py [--runs 3] [--ranks 2 4]
+    python benchmarks/why_distribute.py --published [--write]
 
 Timings are only ever asserted here, never in tests.
 """
@@ -26,9 +34,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.doc_section import header as section_header  # noqa: E402
+from benchmarks.doc_section import write_section  # noqa: E402
 from playground import session  # noqa: E402
 from scenarios.metrics import Metric  # noqa: E402
 from scenarios.why_distribute import planner, report  # noqa: E402
+from scenarios.why_distribute.published import RUNS  # noqa: E402
 
 PREDICTS = [
     {"params": "7B", "gpu": "a100-80gb", "precision": "fp32"},
@@ -37,6 +48,22 @@ PREDICTS = [
     {"params": "1T", "gpus": "65536"},
     {"params": "10T", "gpus": "65536", "gpus_per_node": "64", "top": "64"},
     {"params": "175B", "gpus": "65536", "global_batch": "16777216"},
+    {"preset": "llama3-405b", "gpus": "16384", "gpu": "h100-80gb", "attention": "flash"},
+    {
+        "preset": "llama3-405b",
+        "seq": "131072",
+        "gpus": "16384",
+        "gpu": "h100-80gb",
+        "attention": "flash",
+        "global_batch": "128",
+    },  # fmt: skip
+    {
+        "preset": "megatron-1t",
+        "gpus": "3072",
+        "global_batch": "3072",
+        "recompute": "full",
+        "layout": "tp8,pp64,dp6",
+    },  # fmt: skip
 ]
 
 
@@ -44,11 +71,55 @@ def of(metrics: list[Metric], name: str, series: str | None) -> Metric | None:
     return next((m for m in metrics if m.name == name and m.series == series), None)
 
 
+def published() -> list[str]:
+    """The published runs' table, as Markdown lines."""
+    lines = [
+        "| run | published | step implied (s) | predicted (s) | error | within | MFU | HFU |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    commands, misses = [], []
+    for i, run in enumerate(RUNS, 1):
+        metrics = session.predict("why-distribute", run.params, hardware=run.hardware).metrics
+        step = of(metrics, "step_s", "recommended")
+        mfu, hfu = of(metrics, "mfu", "recommended"), of(metrics, "hfu", "recommended")
+        assert step and mfu and hfu
+        error = step.predicted / run.step_s - 1
+        held = f"±{run.within:.0%}" + (" ✗" if run.miss else " ✓")
+        lines.append(
+            f"| {i}. {run.name} | {run.published} | {run.step_s:.2f} | {step.predicted:.2f} "
+            f"| {error:+.1%} | {held} | {mfu.predicted:.0%} | {hfu.predicted:.0%} |"
+        )
+        commands.append(f"{i}. `{run.command}` ({run.source})")
+        if run.miss:
+            misses.append(f"- {run.name}: {run.miss}.")
+    return [*lines, "", "Commands:", "", *commands, "", "Not reached:", "", *misses]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--published", action="store_true", help="the published runs' table")
+    parser.add_argument("--write", action="store_true", help="into docs/benchmarks.md")
     args = parser.parse_args()
+    if args.published:
+        table = published()
+        print("\n".join(table))
+        if args.write:
+            what = "published training runs reproduced by the planner"
+            command = "python benchmarks/why_distribute.py --published --write"
+            intro = [
+                "Each run pinned to its paper's shape, GPUs, global batch and layout; "
+                "the step its paper's TFLOP/s imply under that paper's own FLOPs count "
+                "(Narayanan's Eq. 3 is hardware FLOPs, HFU; Llama 3 reports MFU, PaLM's "
+                "6N + 12·l·h·s). The efficiency model's one constant (GEMM_PEAK) is fit to "
+                "Table 1; the other rows are predictions. MFU and HFU: the planner's own.",
+                "",
+            ]
+            write_section("why_distribute.py --published", [
+                *section_header("why_distribute.py --published", what, command), *intro, *table
+            ])  # fmt: skip
+        return
 
     print("DDP step, medians of", args.runs, "runs (measured | predicted)")
     header = f"{'ranks':>5} {'series':<12} {'measured':>10} {'predicted':>10} {'error':>7}"

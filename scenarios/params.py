@@ -38,7 +38,7 @@ from runtime.sim.units import (
 from scenarios.param_error import ParamError, Parts
 
 Mode = Literal["run", "predict"]
-Kind = Literal["int", "float", "bytes", "duration", "choice", "choices", "count"]
+Kind = Literal["int", "float", "bytes", "duration", "choice", "choices", "count", "text"]
 KNOB = "knob"
 
 

@@ -17,10 +17,10 @@ from runtime.sim.formulas import ring_all_reduce_time
 from runtime.sim.simulate import simulate
 from scenarios.metrics import Metric
 from scenarios.registry import get_lesson
-from scenarios.shape import GPTShape
 from scenarios.why_distribute import costs, demo, planner
 from scenarios.why_distribute.costs import Problem
 from scenarios.why_distribute.diagnosis import diagnose
+from scenarios.why_distribute.efficiency import GEMM_PEAK, Kernels
 from scenarios.why_distribute.footprint import (
     Layout,
     inference_bytes,
@@ -28,6 +28,7 @@ from scenarios.why_distribute.footprint import (
     training_bytes,
 )
 from scenarios.why_distribute.gpus import gpu_named
+from scenarios.why_distribute.model import Model
 from scenarios.why_distribute.phrases import _phrases
 
 LESSON = get_lesson("why-distribute")
@@ -115,29 +116,35 @@ def test_what_is_too_big_picks_the_strategy():
 
 # -- the planner: memory and time accounting, by hand ---------------------------------------
 def test_training_bytes_of_a_3d_layout_by_hand():
-    shape = GPTShape(layers=32, hidden=4096, heads=32, seq=2048, vocab=32000)
+    shape = Model(32, 4096, 32, 2048, 32000, psi_given=8e9)
     layout = Layout(tp=2, pp=2, dp=4, zero="zero1", recompute="full", micro=1, microbatches=8)
     got = training_bytes(8e9, shape, "mixed", layout)
-    local = 8e9 * 16 / 32 / 2  # the stage's half of the layers, split over TP = 2
-    assert got["params"] == 2 * local and got["grads"] == 2 * local
-    assert got["optimizer"] == 12 * local / 4  # ZeRO-1 over DP = 4
-    # full recomputation keeps each layer's input, sharded by sequence parallelism:
-    # 2·s·b·h/t bytes per layer, 16 layers, min(m, p) = 2 microbatches in flight
-    assert got["activations"] == 2 * 2048 * 1 * 4096 / 2 * 16 * 2
+    # the stage's 16 layers and the head (the last stage's V·h), split over TP = 2
+    per_layer = (8e9 - (32000 * 4096 + 2048 * 4096 + 2 * 4096)) / 32
+    local = (16 * per_layer + 32000 * 4096) / 2
+    assert got["params"] == pytest.approx(2 * local) and got["grads"] == pytest.approx(2 * local)
+    assert got["optimizer"] == pytest.approx(12 * local / 4)  # ZeRO-1 over DP = 4
+    # full recomputation keeps each layer's input, 2·s·b·h bytes, not divided by t
+    # (Korthikanti Table 2, bug 3: it was 2·s·b·h/t), 16 layers, min(m, p) = 2
+    # microbatches in flight; plus the layer being recomputed, whole (TP + SP)
+    sbh = 2048 * 1 * 4096
+    working = sbh * (34 / 2 + 5 * 32 * 2048 / 4096 / 2)
+    assert got["activations"] == pytest.approx(2 * sbh * 16 * 2 + working)
 
 
 def test_one_layers_time_by_hand():
+    """With `achieved_tflops` every matmul runs at that rate and nothing else is charged:
+    the layer's matmul FLOPs and its (unfused) attention's, by hand."""
     gpu = gpu_named("a100-80gb")
-    shape = GPTShape(layers=4, hidden=1024, heads=8, seq=1024, vocab=32000)
-    psi = 4 * 12 * 1024**2  # the blocks only
-    pb = Problem(psi, shape, "mixed", 2, 64, 1e9, gpu, 8, 8, tflops=100)
+    shape = Model(4, 1024, 8, 1024, 32000)
+    pb = Problem(shape.psi, shape, "mixed", 2, 64, 1e9, gpu, 8, 8, tflops=100)
     layout = Layout(tp=2, micro=2)
     one = costs.layer_costs(pb, layout)
-    rates = pb.rates
     tokens = 2 * 1024
-    flops = (2 * psi / 4 + 4 * 1024 * 1024) * tokens / 2
-    assert one.forward == pytest.approx(rates.forward_overhead_s + flops / 1e14)
-    assert one.backward == pytest.approx(rates.backward_overhead_s + 2 * flops / 1e14)
+    matmuls = 2 * tokens * 12 * 1024**2 / 2  # 12h² weights a layer, over t = 2
+    attention = 4 * tokens * 1024 * 1024 / 2  # QKᵀ and AV over all s keys, over t
+    assert one.forward == pytest.approx((matmuls + attention) / 1e14)
+    assert one.backward == pytest.approx(2 * (matmuls + attention) / 1e14)
     # 2 all-reduces of b·s·h 16-bit elements forward, 2 backward, inside a node (NVLink)
     link = pb.model
     ar = ring_all_reduce_time(2, tokens * 1024 * 2, link.alpha, link.beta, link.gamma)
@@ -147,12 +154,22 @@ def test_one_layers_time_by_hand():
     assert costs.layer_costs(across, Layout(tp=4, micro=2)).tp_forward > 2 * ar
 
 
+def test_the_efficiency_model_makes_thin_matmuls_slower_per_flop():
+    """TP leaves each GPU a thinner matmul (k = h/t): its operands weigh more against
+    its FLOPs, so TP = 8 on h = 6144 reaches a lower share of the peak than t = 1."""
+    k = Kernels(312e12, 2.039e12, 5e-6)
+    wide = 2 * 2048 * 6144 * 6144 / k.gemm(2048, 6144, 6144)
+    thin = 2 * 2048 * 6144 * 768 / k.gemm(2048, 6144, 768)
+    assert thin < wide < 312e12 * GEMM_PEAK
+    assert wide / 312e12 > 0.6
+
+
 def test_a_tp_that_does_not_divide_a_node_is_costed_on_its_group_across_nodes():
     """TP = 3 on 8-GPU nodes: ranks 6, 7, 8 form a group that spans two nodes, so every
     layer waits for the inter-node all-reduce (the slowest group sets the pace)."""
     gpu = gpu_named("a100-80gb")
-    shape = GPTShape(layers=4, hidden=1024, heads=12, seq=1024, vocab=32000)
-    pb = Problem(4 * 12 * 1024**2, shape, "mixed", 2, 64, 1e9, gpu, 48, 8, tflops=100)
+    shape = Model(4, 1024, 12, 1024, 32000)
+    pb = Problem(shape.psi, shape, "mixed", 2, 64, 1e9, gpu, 48, 8, tflops=100)
     nbytes = 2 * 1024 * 1024 * 2
     link = pb.model
     inside = ring_all_reduce_time(3, nbytes, link.alpha, link.beta, link.gamma)
@@ -200,8 +217,9 @@ def test_70b_on_64_h100s_keeps_tp_inside_a_node():
     assert all(p.train_s > plans.by_time[0].train_s for p in wide)
     m = predict(**raw)
     assert value(m, "train_days") > 0 and value(m, "train_days_rule_of_thumb") > 0
-    assert len(value(m, "plan")) == 8 and value(m, "plan_why")[0] == "the cheapest"
-    assert spanish(m, "plan_why")[0] == "el más barato" and "días" in spanish(m, "plan")[0]
+    assert len(value(m, "plan")) == 8 and value(m, "plan_why")[0] == "the fastest"
+    assert spanish(m, "plan_why")[0] == "el más rápido" and "días" in spanish(m, "plan")[0]
+    assert value(m, "recommended_gpus") == 64  # the cluster asked, all of it
 
 
 def test_predict_is_quick_and_never_imports_torch():
@@ -219,7 +237,7 @@ def test_predict_is_quick_and_never_imports_torch():
 
 # -- the lesson ----------------------------------------------------------------------------
 def test_the_budget_sentence_of_the_recommended_plan():
-    m = predict(params="400k", gpu="rtx4090", price="0.35", spot="yes", budget="3")
+    m = predict(params="400k", gpu="rtx4090", gpus="1", price="0.35", spot="yes", budget="3")
     sentence = value(m, "budget_sentence")
     assert sentence.startswith("This starts 1× RTX 4090 spot at ~$0.35/h each = $0.35/h")
     assert "Budget: $3.00. Accepted" in sentence

@@ -140,3 +140,57 @@ def zero_model_state_bytes(
     sharded = ZERO_SHARDED["zero3" if stage == "fsdp2" else stage]
     full = {"params": param_bytes * psi, "grads": grad_bytes * psi, "optimizer": k * psi}
     return {name: value / nd if name in sharded else value for name, value in full.items()}
+
+
+# -- activation memory (Korthikanti et al. 2022, Table 2; Megatron's theoretical_memory_usage)
+# Shared by lesson 4 (scenarios.tensor_parallel.memory: the paper's six configurations)
+# and lesson 0's planner (scenarios.why_distribute.footprint: any shape, GQA, SwiGLU).
+ACTIVATION_RECOMPUTE = ("none", "selective", "full")
+
+
+def layer_activation_bytes(
+    s: int,
+    b: int,
+    h: int,
+    a: int,
+    t: int = 1,
+    *,
+    sequence_parallel: bool = True,
+    recompute: str = "none",
+    ffn: int | None = None,
+    kv_heads: int | None = None,
+    mlp: str = "gelu",
+    scores: bool = True,
+) -> float:
+    """Bytes one Transformer layer keeps for backward, 16-bit activations with dropout.
+
+    Korthikanti's terms, per s·b·h: 10 never split by TP (two LayerNorm inputs 4, the
+    two dropout masks 2, the QKV and first MLP inputs 2 each; split by t too under
+    sequence parallelism), 24 split by heads or columns (Q 2, K and V 2 each, the
+    output projection's input 2, the GELU's input and output 2·f/h each = 16 at
+    f = 4h), and the attention scores 5·a·s²·b (softmax output, its dropout mask and
+    output), split by t. With GQA, K and V hold kv_heads/a of Q's size; a SwiGLU MLP
+    keeps its gate and up projections and their product, 3·2·f/h, and trains without
+    dropout (no masks: 8 rather than 10 unsplit). `scores=False`: a
+    fused (flash) attention keeps no s² term. Selective recomputation drops the
+    scores; full recomputation keeps only the layer's input, 2·s·b·h, which is not
+    divided by t (the paper's Table 2)."""
+    sbh = s * b * h
+    f = 4 * h if ffn is None else ffn
+    kv = a if kv_heads is None else kv_heads
+    if recompute == "full":
+        return 2 * sbh
+    if recompute not in ACTIVATION_RECOMPUTE:
+        raise KeyError(recompute)
+    mlp_terms = (6 if mlp == "swiglu" else 4) * f / h
+    rep = 8 if mlp == "swiglu" else 10  # Llama-family models train without dropout's 2 masks
+    par = 2 + 4 * kv / a + 2 + mlp_terms  # 24 exactly at kv = a, f = 4h, GELU
+    keep_scores = scores and recompute == "none"
+    score = 5 * a * s / h
+    if sequence_parallel:
+        if not keep_scores:
+            return sbh * (rep + par) / t
+        return sbh * ((rep + par) / t + score / t)
+    if not keep_scores:
+        return sbh * (rep + par / t)
+    return sbh * (rep + par / t + score / t)

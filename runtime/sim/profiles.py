@@ -42,6 +42,11 @@ from __future__ import annotations
 from runtime.sim.compute import TYPICAL_CPU, gpu
 from runtime.sim.costmodel import CostModel
 
+# An "80 GB" A100 or H100 holds 80 GiB (nvidia-smi: 81,920 MiB on an A100 80GB), and a
+# "24 GB" RTX 4090 24 GiB: the datasheets' GB of HBM and GDDR are binary.
+GIB = 2**30
+GIB80 = 80 * GIB
+
 UNIT_COMPUTE = {"F": 1.0, "B": 2.0, "Bi": 1.0, "W": 1.0, "opt": 0.0, "compute": 1.0}
 
 PROFILES: dict[str, CostModel] = {
@@ -71,7 +76,7 @@ PROFILES: dict[str, CostModel] = {
         inter_alpha=10e-6,
         inter_beta=1 / 25e9,
         flops_per_s=312e12,
-        rates=gpu(312e12, 80e9, 2.039e12, source="A100 SXM 80GB datasheet; MFU 40% assumed"),
+        rates=gpu(312e12, GIB80, 2.039e12, source="A100 SXM 80GB datasheet; MFU 40% assumed"),
         source="NVIDIA A100 SXM datasheet: NVLink3 300 GB/s per direction, HDR IB 25 GB/s per GPU, "
         "HBM2e 2.039 TB/s, 312 TFLOP/s BF16",
     ),
@@ -84,7 +89,7 @@ PROFILES: dict[str, CostModel] = {
         inter_alpha=8e-6,
         inter_beta=1 / 50e9,
         flops_per_s=989e12,
-        rates=gpu(989e12, 80e9, 3.35e12, source="H100 SXM 80GB datasheet; MFU 40% assumed"),
+        rates=gpu(989e12, GIB80, 3.35e12, source="H100 SXM 80GB datasheet; MFU 40% assumed"),
         source="NVIDIA H100 SXM datasheet: NVLink4 450 GB/s per direction, NDR IB 50 GB/s per GPU, "
         "HBM3 3.35 TB/s, 989 TFLOP/s BF16",
     ),
@@ -114,7 +119,7 @@ PROFILES: dict[str, CostModel] = {
         flops_per_s=165.2e12,
         rates=gpu(
             165.2e12,
-            24e9,
+            24 * GIB,
             1.008e12,
             launch_s=4e-6,
             source="RTX 4090 (AD102) whitepaper; MFU 40% assumed",

@@ -16,10 +16,12 @@ Lesson 4's memory accounting (docs/references.md, "Tensor parallel"), two ways:
 
 Notation: s sequence, b microbatch, h hidden, a heads, t tensor-parallel ranks.
 
-Pure: stdlib only.
+Pure: runtime's formulas only.
 """
 
 from __future__ import annotations
+
+from runtime.sim import formulas
 
 KEYS = ("none", "tp", "tp_sp", "tp_selective", "tp_sp_selective", "full_recompute")
 MEASURED = ("none", "tp", "tp_sp")  # what a run measures, fp32
@@ -29,16 +31,16 @@ FP32_SERIES = {key: f"fp32:{key}" for key in MEASURED}
 def korthikanti(s: int, b: int, h: int, a: int, t: int) -> dict[str, float]:
     """Bytes per layer, 16-bit: none sbh(34 + 5as/h); TP sbh(10 + 24/t + 5as/(ht));
     TP+SP sbh(34/t + 5as/(ht)); TP + selective recompute sbh(10 + 24/t);
-    TP+SP + selective 34sbh/t; full recompute 2sbh (the layer's input only)."""
-    sbh = s * b * h
-    scores = 5 * a * s / h  # softmax, its dropout mask and output: 5as²b bytes
+    TP+SP + selective 34sbh/t; full recompute 2sbh (the layer's input only). One
+    function with lesson 0's planner (runtime.sim.formulas.layer_activation_bytes)."""
+    one = formulas.layer_activation_bytes
     return {
-        "none": sbh * (34 + scores),
-        "tp": sbh * (10 + 24 / t + scores / t),
-        "tp_sp": sbh * (34 / t + scores / t),
-        "tp_selective": sbh * (10 + 24 / t),
-        "tp_sp_selective": sbh * 34 / t,
-        "full_recompute": 2 * sbh,
+        "none": one(s, b, h, a, 1, sequence_parallel=False),
+        "tp": one(s, b, h, a, t, sequence_parallel=False),
+        "tp_sp": one(s, b, h, a, t),
+        "tp_selective": one(s, b, h, a, t, sequence_parallel=False, recompute="selective"),
+        "tp_sp_selective": one(s, b, h, a, t, recompute="selective"),
+        "full_recompute": one(s, b, h, a, t, recompute="full"),
     }
 
 

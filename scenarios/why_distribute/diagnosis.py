@@ -26,7 +26,6 @@ import math
 from dataclasses import dataclass
 
 from runtime.sim import formulas
-from scenarios.shape import GPTShape
 from scenarios.texts import LANGUAGES
 from scenarios.why_distribute.footprint import (
     Layout,
@@ -34,6 +33,7 @@ from scenarios.why_distribute.footprint import (
     one_gpu_seconds,
     training_bytes,
 )
+from scenarios.why_distribute.model import Model
 from scenarios.why_distribute.phrases import both, phrase
 
 PRESSURES = ("none", "time", "memory", "both")
@@ -115,7 +115,7 @@ STRATEGIES = {
 
 def diagnose(
     psi: float,
-    shape: GPTShape,
+    shape: Model,
     precision: str,
     recompute: str,
     micro: int,
@@ -128,8 +128,10 @@ def diagnose(
     one_gpu_s = one_gpu_seconds(psi, tokens, achieved_flops, recompute)
     axis = what_is_too_big(memory, gpu_memory)
     # One layer: its weights with their grads and Adam states, and its activations.
-    per_layer = sum(training_bytes(psi / shape.layers, _one_layer(shape), precision,
-                                   Layout(recompute=recompute, micro=micro)).values())  # fmt: skip
+    states = formulas.zero_model_state_bytes(shape.layer_weights, 1, "ddp", precision)
+    scale = 2 if precision == "fp32" else 1  # the formulas count 16-bit activations
+    kept = scale * shape.activation_bytes(micro, 1, 1, recompute, flash=False)
+    per_layer = sum(states.values()) + kept
     wide = per_layer > gpu_memory
     fits = axis == "none"
     too_slow = one_gpu_s > deadline_s
@@ -151,7 +153,8 @@ def diagnose(
         days=f"{one_gpu_s / 86400:.3g}",
         deadline=f"{deadline_s / 86400:.3g}",
         gpus=max(1, math.ceil(total / gpu_memory)),
-        faster=max(1, math.ceil(one_gpu_s / deadline_s)) if deadline_s > 0 else 1,
+        # A deadline of a nanosecond asks for more GPUs than a float counts.
+        faster=max(1, math.ceil(min(one_gpu_s / deadline_s, 1e18))) if deadline_s > 0 else 1,
     )
     key = f"reason_{pressure}" + ("_wide" if pressure == "memory" and wide else "")
     if pressure == "none" and not math.isfinite(deadline_s):
@@ -180,12 +183,6 @@ def diagnose(
         strategy_text["en"],
         reason,
         strategy_text,
-    )
-
-
-def _one_layer(shape: GPTShape) -> GPTShape:
-    return GPTShape(
-        layers=1, hidden=shape.hidden, heads=shape.heads, seq=shape.seq, vocab=shape.vocab
     )
 
 

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 
 from runtime.sim import formulas
-from scenarios.shape import GPTShape
+from scenarios.why_distribute.model import Model
 
 # Below this many parameters a derived shape keeps the MiniGPT's vocabulary (64); at
 # and above it, Llama's 32,000 (a tiny model with a 32k vocabulary would be all embedding).
@@ -49,7 +49,7 @@ KNOWN_SHAPES: dict[float, tuple[int, int, int]] = {
 KNOWN_WITHIN = 0.1
 
 
-def shape_for(psi: int, seq: int) -> GPTShape:
+def shape_for(psi: int, seq: int) -> Model:
     """A published shape when Ψ is within 10% of one (KNOWN_SHAPES), else one derived:
     GPT-3's aspect, hidden ≈ 128 × layers, so
     12·L·h² ≈ Ψ gives h ≈ (128Ψ/12)^⅓; heads of 128 dimensions (64 below h = 2048),
@@ -59,7 +59,7 @@ def shape_for(psi: int, seq: int) -> GPTShape:
     vocab = LARGE_VOCAB if psi >= LARGE_MODEL else SMALL_VOCAB
     for known, (layers, hidden, heads) in KNOWN_SHAPES.items():
         if abs(psi / known - 1) <= KNOWN_WITHIN:
-            return GPTShape(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab)
+            return Model(layers, hidden, heads, seq, vocab, psi_given=float(psi))
     raw = (128 * psi / 12) ** (1 / 3)
     head_dim = 128 if raw >= 2048 else 64
     heads = max(1, round(raw / head_dim))
@@ -68,7 +68,7 @@ def shape_for(psi: int, seq: int) -> GPTShape:
     hidden = heads * head_dim
     rest = psi - (2 * vocab + seq + 2) * hidden
     layers = max(1, round(rest / (12 * hidden * hidden + 13 * hidden)))
-    return GPTShape(layers=layers, hidden=hidden, heads=heads, seq=seq, vocab=vocab)
+    return Model(layers, hidden, heads, seq, vocab, psi_given=float(psi))
 
 
 @dataclass(frozen=True)
@@ -84,10 +84,11 @@ class Layout:
     micro: int = 1
     microbatches: int = 1
     chunks: int = 1
+    cp: int = 1  # context parallelism: the sequence split over cp ranks (ring attention)
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.cp * self.pp * self.dp
 
     def stage_layers(self, layers: int) -> int:
         """Layers on the busiest stage (an uneven split puts one more on the first)."""
@@ -105,34 +106,27 @@ class Layout:
         return held
 
 
-def transformer_activation_bytes_per_layer_tp(
-    seq: int, micro: int, hidden: int, heads: int, tp: int = 1, recompute: str = "none"
-) -> float:
-    """Bytes one layer keeps for backward, 16-bit, under tensor parallelism of degree t
-    with sequence parallelism (Korthikanti et al. 2022, Table 2; Megatron's
-    `theoretical_memory_usage.py`): none s·b·h·(34/t + 5as/(ht)); selective 34·s·b·h/t;
-    full 2·s·b·h/t (the layer's input, sharded along the sequence). At t = 1 "none" is
-    lesson 2's `transformer_activation_bytes_per_layer` (scenarios.zero.formulas)."""
-    sbh = seq * micro * hidden
-    if recompute == "none":
-        return sbh * (34 / tp + 5 * heads * seq / (hidden * tp))
-    if recompute == "selective":
-        return sbh * 34 / tp
-    if recompute == "full":
-        return sbh * 2 / tp
-    raise KeyError(recompute)
-
-
-def training_bytes(psi: float, shape: GPTShape, precision: str, layout: Layout) -> dict[str, float]:
-    """Bytes on the busiest GPU by category (params, grads, optimizer, activations)."""
+def training_bytes(
+    psi: float, shape: Model, precision: str, layout: Layout, *, flash: bool = False
+) -> dict[str, float]:
+    """Bytes on the busiest GPU by category (params, grads, optimizer, activations).
+    Activations: Korthikanti et al.'s bytes per layer (runtime.sim.formulas
+    .layer_activation_bytes, with sequence parallelism, the sequence split over CP)
+    times the layers a stage holds and the microbatches in flight; under full
+    recomputation, one layer's whole activations on top while its backward runs."""
     layers = layout.stage_layers(shape.layers)
-    local = psi * layers / shape.layers / layout.tp  # this GPU's share before ZeRO
+    ends = shape.embedding_weights if layout.pp == 1 else shape.vocab * shape.hidden
+    local = (layers * shape.layer_weights + ends) / layout.tp  # before ZeRO
     out = formulas.zero_model_state_bytes(local, layout.dp, layout.zero, precision)
-    per_layer = transformer_activation_bytes_per_layer_tp(
-        shape.seq, layout.micro, shape.hidden, shape.heads, layout.tp, layout.recompute
+    fused = flash or layout.cp > 1
+    per_layer = shape.activation_bytes(
+        layout.micro, layout.tp, layout.cp, layout.recompute, flash=fused
     )
+    working = 0.0
+    if layout.recompute == "full":  # the layer being recomputed holds all of its own
+        working = shape.activation_bytes(layout.micro, layout.tp, layout.cp, "none", flash=fused)
     scale = 2 if precision == "fp32" else 1  # the formulas count 16-bit activations
-    out["activations"] = scale * per_layer * layers * layout.in_flight()
+    out["activations"] = scale * (per_layer * layers * layout.in_flight() + working)
     return out
 
 
@@ -142,12 +136,12 @@ def element_bytes(precision: str) -> int:
     return formulas.ZERO_PRECISIONS[precision][0]
 
 
-def inference_bytes(psi: float, shape: GPTShape, precision: str, batch: int) -> dict[str, float]:
+def inference_bytes(psi: float, shape: Model, precision: str, batch: int) -> dict[str, float]:
     """Serving on one GPU: the weights, and the KV cache of `batch` sequences of
-    `seq` tokens, 2·L·h·bytes per token (every head keeps its keys and values;
+    `seq` tokens, 2·L·kv·d·bytes per token (every KV head keeps its keys and values;
     docs/references.md, "Distributed inference")."""
     elem = element_bytes(precision)
-    kv = 2 * shape.layers * shape.hidden * elem * shape.seq * batch
+    kv = 2 * shape.layers * shape.kv * shape.head_dim * elem * shape.seq * batch
     return {"params": psi * elem, "activations": float(kv)}
 
 

@@ -28,6 +28,7 @@ from runtime.sim.trace import Timeline
 from scenarios.base import OPTIMIZER_MODULES, Hooks, Lesson, RunData
 from scenarios.metrics import Curve, Metric
 from scenarios.texts import load_texts
+from scenarios.why_distribute import curves as drawn
 from scenarios.why_distribute import demo, report
 from scenarios.why_distribute.params import WhyParams, WhyResult
 from scenarios.zero.params import FSDP2_MODULES
@@ -58,8 +59,8 @@ def metrics(params: WhyParams, predicted: Timeline, run: RunData[WhyResult] | No
 
 
 def curves(params: WhyParams) -> list[Curve]:
-    plans = report.time_vs_cost(params)
-    return [report.ddp_scaling(params), *([plans] if plans is not None else [])]
+    plans = drawn.time_vs_cost(params)
+    return [drawn.ddp_scaling(params), *([plans] if plans is not None else [])]
 
 
 RANK_ENTRY = "scenarios.why_distribute.rank:run_rank"  # torch: never imported here

@@ -1,32 +1,38 @@
-"""The 3D planner: every DP × TP × PP layout that fits, timed, ranked by time and by cost.
+"""The 4D planner: every TP × CP × PP × DP layout that fits, timed, ranked by time and by cost.
 
-Lesson 0's second half (issue 17, docs/references.md "Why distribute, 3D").
-For N GPUs in nodes of G, it tries every n = N, N/2, N/4… GPUs (fewer GPUs can be
-the cheaper plan), every way to write n = t·p·d with t dividing the heads and p at
-most the layers (and PP_MAX), one or two model chunks per pipeline rank
-(interleaving), each recomputation and each ZeRO stage (ZeRO-2/3 only without a
-pipeline, as Megatron and DeepSpeed allow), with d·b sequences at most the global
-batch. A layout *fits* when the busiest GPU's bytes (footprint.training_bytes)
-are within the GPU's memory. Each fitting layout's step is costed part by part
-(scenarios.why_distribute.costs) and, for a layout's shape (n, t, p, d), its
+Lesson 0's second half (issue 17 and 38, docs/references.md "Why distribute, 3D").
+For N GPUs in nodes of G, it tries every n = N, N/2, N/4… GPUs, every way to write
+n = t·c·p·d with t dividing the heads, c (context parallelism) only for sequences
+of CP_MIN_SEQ tokens and more, p at most the layers (and PP_MAX), one or two
+model chunks per pipeline rank (interleaving), each recomputation (or the one
+asked) and each ZeRO stage (ZeRO-2/3 only without a pipeline, as Megatron and
+DeepSpeed allow), with d·b sequences at most the global batch. A layout *fits*
+when the busiest GPU's bytes (footprint.training_bytes) are within the GPU's
+memory. Each fitting layout's step is costed part by part
+(scenarios.why_distribute.costs) and, for a layout's shape (t, c, p, d), its
 fastest variant kept: on the same GPUs time and cost rank alike.
+
+`gpus` is the cluster the learner has: the recommended plan is the fastest on all
+of it; the cheapest plan on any subset (meeting the deadline, if one is given) is
+the alternative. A layout typed in `layout` is costed alone (`pinned`).
 
 Timing, two ways:
 - a closed form for every shape (costs.closed_form_pipeline), to rank them all;
 - the project's simulator for the best ones by time and by cost
-  (SIMULATE_TOP of each, plus the one recommended): the pipeline's Program built
-  by the pipeline lesson's own schedules (1F1B, or interleaved 1F1B) with each
-  stage's costs, simulated on the profile's links. A step of m microbatches is
-  simulated at m when m ≤ 2p, else at p and 2p and extended linearly (a 1F1B
+  (SIMULATE_TOP of each, plus the two the lesson prices): the pipeline's Program
+  built by the pipeline lesson's own schedules (1F1B, or interleaved 1F1B) with
+  each stage's costs, simulated on the profile's links. A step of m microbatches
+  is simulated at m when m ≤ 2p, else at p and 2p and extended linearly (a 1F1B
   pipeline in its steady state adds the same time per microbatch; the lesson's
   tests check it against simulating all m; interleaved: from 3p and 4p, after its
-  longer warm-up). The simulations stop at
-  SIMULATED_ACTIONS Actions in all, so `predict` answers in well under a second;
-  a plan says whether it was simulated.
+  longer warm-up). The simulations stop at SIMULATED_ACTIONS Actions in all, so
+  `predict` answers in well under a second; a plan says whether it was simulated.
 
-`train_days` = tokens / (tokens per step / step time). The recommended plan is the
-cheapest that meets the deadline, else the fastest. Nothing here says "TP inside
-a node": that shape comes out of the link speeds.
+Each plan reports its model-FLOPs utilisation (6Ψ + causal attention per token:
+MFU) and its hardware-FLOPs utilisation (what the GPUs execute, recomputation
+included: HFU), never one for the other. `train_days` = tokens / (tokens per
+step / step time). Nothing here says "TP inside a node": that shape comes out of
+the link speeds.
 
 Imports: runtime's pure part, the pipeline lesson's schedules, the lesson's modules.
 """
@@ -35,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 
 from runtime.sim import formulas
@@ -46,62 +52,14 @@ from scenarios.pipeline.schedules import build as build_schedule
 from scenarios.why_distribute import costs
 from scenarios.why_distribute.costs import Problem
 from scenarios.why_distribute.footprint import RECOMPUTE, Layout, training_bytes
+from scenarios.why_distribute.plans import Plan, Planning
 
 PP_MAX = 64
+CP_MAX = 32  # ring attention beyond this many ranks: blocks too small to hide a hop
+CP_MIN_SEQ = 16384  # below it a sequence split buys nothing attention does not already
 SIMULATE_TOP = 8
 SIMULATED_ACTIONS = 12_000
 PIPELINE_ZERO = ("ddp", "zero1")  # ZeRO-2/3 shard what a pipeline's microbatches reuse
-
-
-@dataclass(frozen=True)
-class Plan:
-    layout: Layout
-    memory: dict[str, float]  # bytes on the busiest GPU, by category
-    fits: bool
-    step_s: float
-    parts: dict[str, float]  # seconds per step: compute, tp, pipeline, dp, optimizer
-    steps: float  # optimizer steps to train on every token
-    price: float  # dollars per GPU-hour
-    setup_hours: float
-    margin: float
-    simulated: bool = False
-
-    @property
-    def gpus(self) -> int:
-        return self.layout.gpus
-
-    @property
-    def train_s(self) -> float:
-        return self.steps * self.step_s
-
-    @property
-    def train_days(self) -> float:
-        return self.train_s / 86400
-
-    @property
-    def cost_usd(self) -> float:
-        return self.gpus * self.price * (self.train_s / 3600 + self.setup_hours) * self.margin
-
-    @property
-    def name(self) -> str:
-        lay = self.layout
-        out = f"tp{lay.tp}·pp{lay.pp}·dp{lay.dp}" + (f"·v{lay.chunks}" if lay.chunks > 1 else "")
-        out += f" {lay.zero}"
-        return out + (f" rc={lay.recompute}" if lay.recompute != "none" else "")
-
-    @property
-    def shape_key(self) -> tuple[int, int, int]:
-        return (self.layout.tp, self.layout.pp, self.layout.dp)
-
-
-@dataclass(frozen=True)
-class Planning:
-    by_time: list[Plan]  # one per shape, fastest first
-    by_cost: list[Plan]  # the same plans, cheapest first
-    recommended: Plan | None
-    layouts_tried: int
-    layouts_fitting: int
-    dp_only: Plan  # plain DDP on every GPU: what data parallelism alone would hold
 
 
 def gpu_counts(total: int) -> list[int]:
@@ -117,25 +75,31 @@ def gpu_counts(total: int) -> list[int]:
 
 def layouts(problem: Problem) -> Iterator[Layout]:
     shape, b = problem.shape, problem.micro
+    recomputes = RECOMPUTE if problem.recompute == "auto" else (problem.recompute,)
     for n in gpu_counts(problem.gpus):
         for tp in _divisors(n):
             if shape.heads % tp:
                 continue
-            for pp in _divisors(n // tp):
-                dp = n // (tp * pp)
-                if pp > min(shape.layers, PP_MAX) or dp * b > problem.global_batch:
+            for cp in _divisors(n // tp):
+                if cp > 1 and (cp > CP_MAX or shape.seq < CP_MIN_SEQ or shape.seq % (2 * cp)):
                     continue
-                m = math.ceil(problem.global_batch / (dp * b))
-                chunks = (1, 2) if pp > 1 and m % pp == 0 and shape.layers >= 2 * pp else (1,)
-                for v in chunks:
-                    for recompute in RECOMPUTE:
-                        for zero in PIPELINE_ZERO if pp > 1 else formulas.ZERO_STAGES:
-                            yield Layout(tp, pp, dp, zero, recompute, b, m, v)
+                for pp in _divisors(n // (tp * cp)):
+                    dp = n // (tp * cp * pp)
+                    if pp > min(shape.layers, PP_MAX) or dp * b > problem.global_batch:
+                        continue
+                    m = math.ceil(problem.global_batch / (dp * b))
+                    chunks = (1, 2) if pp > 1 and m % pp == 0 and shape.layers >= 2 * pp else (1,)
+                    for v in chunks:
+                        for recompute in recomputes:
+                            for zero in PIPELINE_ZERO if pp > 1 else formulas.ZERO_STAGES:
+                                yield Layout(tp, pp, dp, zero, recompute, b, m, v, cp)
 
 
-def evaluate(problem: Problem, layout: Layout) -> Plan:
-    """The plan of `layout`, timed by the closed form."""
-    memory = training_bytes(problem.psi, problem.shape, problem.precision, layout)
+def evaluate(problem: Problem, layout: Layout, memory: dict[str, float] | None = None) -> Plan:
+    """The plan of `layout`, timed by the closed form (`memory`: its bytes, if known)."""
+    if memory is None:
+        memory = training_bytes(problem.psi, problem.shape, problem.precision, layout,
+                                flash=problem.flash)  # fmt: skip
     fits = sum(memory.values()) <= problem.gpu.memory_bytes
     stages = costs.stage_costs(problem, layout)
     pipe = costs.closed_form_pipeline(stages, layout, costs.p2p_seconds(problem, layout))
@@ -156,15 +120,26 @@ def _plan(
     m = layout.microbatches
     layers = layout.stage_layers(problem.shape.layers)
     work = m * costs.busiest_rank(stages, layout.pp)
+    tp = m * layers * (one.tp_forward + one.tp_backward)
+    cp = m * layers * (one.cp_forward + one.cp_backward)
     parts = {
-        "compute": m * layers * (one.forward + one.backward),
-        "tp": m * layers * (one.tp_forward + one.tp_backward),
+        "compute": work - tp - cp,  # the busiest rank's: its layers, the head if it has it
+        "tp": tp,
+        "cp": cp,
         "pipeline": max(0.0, pipe - work),
-        "dp": costs.dp_seconds(problem, layout),
+        "dp": costs.exposed_dp_seconds(problem, layout, work - tp - cp),
         "optimizer": costs.optimizer_seconds(problem, layout),
     }
     step = pipe + parts["dp"] + parts["optimizer"]
     tokens_per_step = layout.dp * m * layout.micro * problem.shape.seq
+    group = layout.tp * layout.cp  # the GPUs sharing one microbatch of one stage
+    head = costs.head_costs(problem, layout)[2]
+    executed = (
+        layout.dp
+        * m
+        * group
+        * (problem.shape.layers * (one.flops_forward + one.flops_backward) + head)
+    )
     return Plan(
         layout,
         memory,
@@ -176,6 +151,9 @@ def _plan(
         problem.setup_hours,
         problem.margin,
         simulated,
+        tokens_per_step * problem.shape.model_flops_per_token(),
+        executed,
+        problem.gpu.peak_flops,
     )
 
 
@@ -240,21 +218,22 @@ def plan(problem: Problem, *, keep_top: int = SIMULATE_TOP) -> Planning:
     tried = fitting = 0
     for layout in layouts(problem):
         tried += 1
-        memory = training_bytes(problem.psi, problem.shape, problem.precision, layout)
+        memory = training_bytes(problem.psi, problem.shape, problem.precision, layout,
+                                flash=problem.flash)  # fmt: skip
         if sum(memory.values()) > problem.gpu.memory_bytes:
             continue  # only a layout that fits is worth costing
-        candidate = evaluate(problem, layout)
+        candidate = evaluate(problem, layout, memory)
         fitting += 1
         known = best.get(candidate.shape_key)
         if known is None or candidate.step_s < known.step_s:
             best[candidate.shape_key] = candidate
     plans = list(best.values())
     budget = SIMULATED_ACTIONS
-    chosen: set[tuple[int, int, int]] = set()
+    chosen: set[tuple[int, int, int, int]] = set()
     ranked = _by_time(plans)[:keep_top] + _by_cost(plans)[:keep_top]
-    recommended = _recommend(problem, plans)
-    if recommended is not None:
-        ranked.insert(0, recommended)  # the plan the lesson prices is simulated first
+    for first in (_cheapest(problem, plans), _recommend(problem, plans)):
+        if first is not None:
+            ranked.insert(0, first)  # the plans the lesson prices are simulated first
     for candidate in ranked:
         key = candidate.shape_key
         if key in chosen or simulation_size(candidate.layout) > budget:
@@ -264,16 +243,34 @@ def plan(problem: Problem, *, keep_top: int = SIMULATE_TOP) -> Planning:
         budget -= counted
         best[key] = timed
     plans = list(best.values())
-    n, b = problem.gpus, problem.micro
-    m = max(1, math.ceil(problem.global_batch / (n * b)))
-    dp_only = evaluate(problem, Layout(1, 1, n, "ddp", "none", b, m))
     return Planning(
-        _by_time(plans), _by_cost(plans), _recommend(problem, plans), tried, fitting, dp_only
+        _by_time(plans),
+        _by_cost(plans),
+        _recommend(problem, plans),
+        tried,
+        fitting,
+        _dp_only(problem),
+        _cheapest(problem, plans),
     )
 
 
+def pinned(problem: Problem, layout: Layout) -> Planning:
+    """Exactly `layout`: costed, simulated, recommended (the learner's params checked
+    that it multiplies to the GPUs and fits)."""
+    plan = evaluate(problem, layout)
+    if simulation_size(layout) <= SIMULATED_ACTIONS:
+        plan, _ = simulated(problem, plan)
+    return Planning([plan], [plan], plan, 1, int(plan.fits), _dp_only(problem), None, True)
+
+
+def _dp_only(problem: Problem) -> Plan:
+    n, b = problem.gpus, problem.micro
+    m = max(1, math.ceil(problem.global_batch / (n * b)))
+    return evaluate(problem, Layout(1, 1, n, "ddp", "none", b, m))
+
+
 def _by_time(plans: list[Plan]) -> list[Plan]:
-    return sorted(plans, key=lambda p: (p.train_s, p.gpus, p.name))
+    return sorted(plans, key=lambda p: (p.train_s, -p.gpus, p.name))
 
 
 def _by_cost(plans: list[Plan]) -> list[Plan]:
@@ -281,11 +278,17 @@ def _by_cost(plans: list[Plan]) -> list[Plan]:
 
 
 def _recommend(problem: Problem, plans: list[Plan]) -> Plan | None:
-    """The cheapest plan that meets the deadline, else the fastest."""
+    """The fastest plan on all the GPUs asked (the cluster the learner has); the fastest
+    of any size if none fits on all of them."""
+    whole = [p for p in plans if p.gpus == problem.gpus]
+    return _by_time(whole or plans)[0] if plans else None
+
+
+def _cheapest(problem: Problem, plans: list[Plan]) -> Plan | None:
+    """The cheapest plan on any subset of the GPUs that meets the deadline (all of them
+    without one): the alternative the report shows beside the recommendation."""
     on_time = [p for p in plans if p.train_s <= problem.deadline_s]
-    if on_time:
-        return _by_cost(on_time)[0]
-    return _by_time(plans)[0] if plans else None
+    return _by_cost(on_time)[0] if on_time else None
 
 
 def _divisors(n: int) -> list[int]:

@@ -1,12 +1,14 @@
-"""Lesson 0's `predict` side as typed metrics: the diagnosis, the 3D plan, the cost sentence.
+"""Lesson 0's `predict` side as typed metrics: the diagnosis, the 4D plan, the cost sentence.
 
 The lesson's `metrics` (scenarios.why_distribute.lesson) lists these before the
 demonstration's (scenarios.why_distribute.demo). From the learner's params it
 poses the Problem (model, training run, GPUs: scenarios.why_distribute.costs),
 diagnoses it (.diagnosis), plans it (.planner), and writes the course's cost
 sentence for the recommended plan against the budget (.budget) at the price of
-the shipped table (.prices) unless `price` is given. Also the DDP scaling curve
-on the GPU profile: where DDP stops scaling because communication dominates.
+the shipped table (.prices) unless `price` is given. It says where the planned
+shape comes from (a preset and its source, the shape typed, or one derived from
+`params`), the recommended plan's MFU and HFU apart, and the cheaper subset of
+the GPUs when there is one. The curves are .curves'.
 
 Words and sentences (the pressure, the strategy, the reason, the plan and why a
 plan loses, the budget sentence) come in both languages as one metric: the English
@@ -22,18 +24,19 @@ from collections.abc import Mapping
 from functools import lru_cache
 
 from runtime.sim import formulas
-from runtime.sim.program import Action
-from scenarios.metrics import Curve, Metric, Value
+from scenarios.metrics import Metric, Value
 from scenarios.why_distribute import footprint, planner
 from scenarios.why_distribute.budget import Estimate, Verdict, sentence
 from scenarios.why_distribute.costs import Problem
 from scenarios.why_distribute.diagnosis import Diagnosis, diagnose
 from scenarios.why_distribute.gpus import gpu_named
+from scenarios.why_distribute.model import PRESETS
 from scenarios.why_distribute.params import WhyParams
 from scenarios.why_distribute.phrases import phrase
 from scenarios.why_distribute.prices import price_table
 
 LANGUAGES = ("en", "es")
+CHEAPER = 0.01  # a subset is shown as the cheaper alternative when it saves this share
 
 
 def price(params: WhyParams) -> float:
@@ -65,6 +68,8 @@ def _problem(params: WhyParams) -> Problem:
         setup_hours=params.setup / 3600,
         margin=params.margin,
         deadline_s=params.deadline_s,
+        flash=params.attention == "flash",
+        recompute=params.recompute,
     )
 
 
@@ -75,7 +80,7 @@ def diagnosis(params: WhyParams) -> Diagnosis:
         pb.psi,
         pb.shape,
         pb.precision,
-        params.recompute,
+        params.diagnosis_recompute,
         pb.micro,
         pb.gpu.memory_bytes,
         pb.achieved_flops,
@@ -86,6 +91,9 @@ def diagnosis(params: WhyParams) -> Diagnosis:
 
 @lru_cache(maxsize=8)
 def planning(params: WhyParams) -> planner.Planning:
+    layout = params.pinned
+    if layout is not None:
+        return planner.pinned(problem(params), layout)
     return planner.plan(problem(params))
 
 
@@ -93,6 +101,7 @@ def diagnosis_metrics(params: WhyParams) -> list[Metric]:
     d = diagnosis(params)
     out = [
         Metric("parameters", "count", int(params.psi)),
+        said("model_shape", {lang: shape_text(params, lang) for lang in LANGUAGES}),
         Metric("training_tokens", "count", int(params.total_tokens)),
         Metric("gpu", "text", params.gpu),
         Metric("gpu_memory_bytes", "bytes", d.gpu_memory),
@@ -139,16 +148,29 @@ def plan_metrics(params: WhyParams) -> list[Metric]:
         }
         return [*out, said("recommended", line), Metric("plan", "text", [], es=[])]
     ranked = plans.by_cost if params.rank_by == "cost" else plans.by_time
-    shown = ranked[: params.top]
-    rule = footprint.rule_of_thumb_seconds(
-        pb.psi, pb.tokens, best.gpus, pb.achieved_flops, best.layout.recompute
-    )
+    # the cluster asked, all of it (a subset is the alternative below, not a row)
+    shown = [p for p in ranked if p.gpus == best.gpus][: params.top]
+    recompute = best.layout.recompute if params.recompute == "auto" else params.recompute
+    gpus = best.gpus if plans.pinned else params.gpus
+    achieved = params.achieved_tflops * 1e12 or best.hfu * best.peak
+    rule = footprint.rule_of_thumb_seconds(pb.psi, pb.tokens, gpus, achieved, recompute)
+    why = "plan_pinned" if plans.pinned else "plan_all_gpus"
     out += [
         Metric("recommended", "text", best.name),
+        said(
+            "recommended_why",
+            {lang: phrase(why, lang, name=best.name, gpus=best.gpus) for lang in LANGUAGES},
+        ),  # fmt: skip
         Metric("recommended_gpus", "count", best.gpus),
         Metric("step_s", "s", None, best.step_s, "recommended"),
         Metric("train_days", "number", None, best.train_days),
         Metric("train_days_rule_of_thumb", "number", rule / 86400),
+        Metric("mfu", "ratio", None, best.mfu, "recommended"),
+        Metric("hfu", "ratio", None, best.hfu, "recommended"),
+        Metric("model_tflops_per_gpu", "number", None, best.mfu * best.peak / 1e12, "recommended"),
+        Metric(
+            "hardware_tflops_per_gpu", "number", None, best.hfu * best.peak / 1e12, "recommended"
+        ),
         said(
             "plan", {lang: [_row(i, p, lang) for i, p in enumerate(shown, 1)] for lang in LANGUAGES}
         ),
@@ -157,9 +179,42 @@ def plan_metrics(params: WhyParams) -> list[Metric]:
         ),
         Metric("dp_only_fits", "flag", plans.dp_only.fits),
     ]
+    if not plans.pinned:
+        out.append(said("alternative", {lang: _alternative(best, plans.cheapest, lang)
+                                         for lang in LANGUAGES}))  # fmt: skip
     for part, seconds in best.parts.items():
         out.append(Metric(f"step_{part}_s", "s", None, seconds, "recommended"))
     return out + budget_metrics(params, best)
+
+
+def _alternative(best: planner.Plan, cheap: planner.Plan | None, language: str) -> str:
+    """The cheapest plan on a subset of the GPUs, when it saves at least CHEAPER of the
+    recommended plan's cost (fewer GPUs for longer often cost the same)."""
+    if cheap is None or cheap.cost_usd > (1 - CHEAPER) * best.cost_usd:
+        return phrase("alternative_none", language)
+    return phrase(
+        "alternative_cheaper",
+        language,
+        name=cheap.name,
+        gpus=cheap.gpus,
+        days=f"{cheap.train_days:,.3g}",
+        cost=f"${cheap.cost_usd:,.0f}",
+        best_days=f"{best.train_days:,.3g}",
+        best_cost=f"${best.cost_usd:,.0f}",
+    )
+
+
+def shape_text(params: WhyParams, language: str) -> str:
+    """Where the planned shape comes from, and the shape, in `language`."""
+    m = params.shape
+    values = dict(
+        layers=m.layers, hidden=m.hidden, ffn=m.f, heads=m.heads, kv=m.kv, vocab=m.vocab,
+        mlp=m.mlp, psi=f"{m.psi:,.0f}",
+    )  # fmt: skip
+    if params.shape_source == "preset":
+        source = PRESETS[params.preset].source
+        return phrase("shape_preset", language, name=params.preset, source=source, **values)
+    return phrase(f"shape_{params.shape_source}", language, **values)
 
 
 def _row(i: int, plan: planner.Plan, language: str) -> str:
@@ -231,72 +286,3 @@ def budget_metrics(params: WhyParams, best: planner.Plan) -> list[Metric]:
         Metric("budget_accepted", "flag", verdict.accepted),
         said("budget_sentence", {lang: sentence(verdict, lang) for lang in LANGUAGES}),
     ]
-
-
-def ddp_scaling(params: WhyParams) -> Curve:
-    """Predicted DDP speed-up of the planned model (the MiniGPT if it does not fit one
-    GPU) on the GPU profile, n = 1, 2, 4… GPUs: the global batch's compute shrinks as
-    1/n, the gradients' ring all-reduce (4Ψ bytes, fp32 grads) does not."""
-    pb = problem(params)
-    psi = pb.psi if diagnosis(params).fits else float(params.demo_shape.parameters)
-    tokens = params.batch * pb.shape.seq
-    compute = 6 * psi * tokens / pb.achieved_flops
-    xs, speedups, ideal = [], [], []
-    n = 1
-    while n <= max(params.gpus, 2) and n <= 4096:
-        comm = pb.model.collective_time(
-            Action("ar", 0, "all_reduce", bytes=int(4 * psi), group=range(n), algorithm="ring")  # type: ignore[arg-type]
-        )
-        step = compute / n + comm
-        xs.append(float(n))
-        speedups.append(compute / step)
-        ideal.append(float(n))
-        n *= 2
-    best = xs[max(range(len(xs)), key=lambda i: speedups[i])]
-    return Curve(
-        title=f"DDP speed-up on {params.gpu}",
-        x_label="GPUs",
-        y_label="speed-up over one GPU",
-        x=xs,
-        lines={"predicted": speedups, "ideal": ideal},
-        marks={"fastest": best},
-        y_unit="ratio",
-        log_x=True,
-        x_unit="count",
-        es={
-            f"DDP speed-up on {params.gpu}": f"Aceleración de DDP en {params.gpu}",
-            "GPUs": "GPU",
-            "speed-up over one GPU": "aceleración sobre una GPU",
-            "predicted": "predicha",
-            "ideal": "ideal",
-            "fastest": "la más rápida",
-        },
-    )
-
-
-def time_vs_cost(params: WhyParams) -> Curve | None:
-    """Every plan kept (one per DP × TP × PP shape): its cost against its training days,
-    cheapest first at each number of days; the recommended one marked."""
-    plans = planning(params)
-    if plans.recommended is None:
-        return None
-    ordered = sorted(plans.by_time, key=lambda p: (p.train_days, p.cost_usd))
-    return Curve(
-        title=f"Plans on {params.gpu}: cost against training time",
-        x_label="training days",
-        y_label="cost ($)",
-        x=[p.train_days for p in ordered],
-        lines={"cost": [p.cost_usd for p in ordered]},
-        marks={f"recommended: {plans.recommended.name}": plans.recommended.train_days},
-        y_unit="number",
-        log_x=True,
-        x_unit="number",  # days, not seconds
-        es={
-            f"Plans on {params.gpu}: cost against training time": f"Planes en {params.gpu}: "
-            "coste frente a tiempo de entrenamiento",
-            "training days": "días de entrenamiento",
-            "cost ($)": "coste ($)",
-            "cost": "coste",
-            f"recommended: {plans.recommended.name}": f"recomendado: {plans.recommended.name}",
-        },
-    )
