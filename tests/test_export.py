@@ -326,3 +326,78 @@ def test_series_run_one_after_the_other_are_parted_and_named() -> None:
     one = session.predict("pipeline", {"schedule": "1f1b"}, hardware="cpu-default")
     assert series_windows(one.predicted) == []
     assert not [a for a in build_figure(one).layout.annotations if a.text.startswith("<b>")]
+
+
+# -- issue 39 item 7: one trace per rank, readable by the field's tools and read back ---------
+
+
+@pytest.fixture
+def pipeline_run() -> session.Outcome:
+    predicted = session.predict("pipeline", {}, hardware="cpu-default")
+    return dataclasses.replace(
+        predicted, measured=_stretched(predicted.predicted, 1.1), backend="gloo"
+    )
+
+
+def test_rank_folder_carries_distributed_info_and_flows(
+    pipeline_run: session.Outcome, tmp_path: Path
+) -> None:
+    folder = tmp_path / "trace"
+    write_trace(pipeline_run, f"{folder}/")
+    world = pipeline_run.params.world_size
+    assert sorted(p.name for p in folder.iterdir()) == [f"rank-{r}.json" for r in range(world)]
+    docs = {r: json.loads((folder / f"rank-{r}.json").read_text()) for r in range(world)}
+    for rank, doc in docs.items():
+        info = doc["distributedInfo"]
+        assert (info["rank"], info["world_size"], info["backend"]) == (rank, world, "gloo")
+        assert info["pg_config"][0]["ranks"] == list(range(world))
+        assert f'"rank": {rank}' in (folder / f"rank-{rank}.json").read_text()  # HTA's probe
+    # Every send has a flow to its receive: the same id starts in the sender's file and
+    # finishes in the receiver's, and the two spans it joins are a send and a recv.
+    starts = {e["id"]: (r, e) for r, d in docs.items() for e in d["traceEvents"] if e["ph"] == "s"}
+    ends = {e["id"]: (r, e) for r, d in docs.items() for e in d["traceEvents"] if e["ph"] == "f"}
+    sends = [s for s in pipeline_run.measured.spans if s.kind == "send"]
+    assert len(starts) == len(ends) == len(sends) > 0
+    for flow_id, (src, start) in starts.items():
+        dst, end = ends[flow_id]
+        assert src != dst and end["ts"] >= start["ts"]
+    spans = [e for d in docs.values() for e in d["traceEvents"] if e["ph"] == "X"]
+    assert len(spans) == len(pipeline_run.measured.spans)
+    assert Counter(e["name"] for e in spans)["gloo:send"] == len(sends)
+    with pytest.raises(FileExistsError):  # a folder is new: never written into
+        write_trace(pipeline_run, f"{folder}/")
+
+
+def test_rank_folder_reads_back_through_playground_trace(
+    pipeline_run: session.Outcome, tmp_path: Path
+) -> None:
+    from playground.kineto.reader import read_traces
+    from playground.kineto.report import build
+
+    write_trace(pipeline_run, f"{tmp_path / 'trace'}/")
+    report = build(read_traces([str(tmp_path / "trace")]), "cpu-default")
+    assert [t.rank for t in report.traces] == list(range(pipeline_run.params.world_size))
+    spans = Counter(s.kind for s in pipeline_run.measured.spans if s.kind in ("send", "recv"))
+    read = Counter(c.kind for c in report.collectives if c.kind in ("send", "recv"))
+    assert read == spans
+    sends = [c for c in report.collectives if c.kind == "send"]
+    assert {c.mechanism for c in sends} == {"pipeline_send_recv"}
+    assert {c.lesson for c in sends} == {"pipeline"}
+    assert all(c.nbytes and c.nbytes > 0 for c in sends)
+    # The same seconds as the spans, after the µs round trip.
+    total = sum(s.duration for s in pipeline_run.measured.spans if s.kind == "send")
+    assert sum(c.seconds for c in sends) == pytest.approx(total, rel=1e-3)
+
+
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("hta") is None, reason="HTA not installed"
+)
+def test_rank_folder_loads_in_holistic_trace_analysis(
+    pipeline_run: session.Outcome, tmp_path: Path
+) -> None:
+    from hta.trace_analysis import TraceAnalysis
+
+    write_trace(pipeline_run, f"{tmp_path / 'trace'}/")
+    analysis = TraceAnalysis(trace_dir=str(tmp_path / "trace"))
+    assert sorted(analysis.t.traces) == list(range(pipeline_run.params.world_size))
+    assert all(len(df) > 0 for df in analysis.t.traces.values())
