@@ -7,8 +7,9 @@ discipline"):
   [--price 0.35] [--margin 1.2] [--budget 3]` prints the sentence ("This starts
   2× RTX 4090 spot at ~$0.35/h each = $0.70/h, runs ~3 h including setup = $2.10.
   Budget: $3.00. Accepted, $0.90 to spare.") from the price table shipped in the
-  repository (scenarios/why_distribute/prices.toml, its source and date said),
-  refusing a table older than 90 days unless --price or --allow-stale;
+  repository (scenarios/why_distribute/prices.toml, its source and date said);
+  a table older than 90 days is used with a warning that states its date and age
+  (estimating spends nothing);
 - `budget guard --budget 3 [the same options] -- CMD…` checks the estimate against
   the budget and what is left of the unit's ceiling ($5, --ceiling) after the
   ledger's spend and open reservations, and reserves the budget, both under the
@@ -17,19 +18,26 @@ discipline"):
   line. Accepted: runs CMD as a job it owns (playground.guard: nothing CMD starts
   outlives the guard), kills it when its running cost reaches the budget, and
   settles the reservation with what it cost and how it ended; SIGINT, SIGTERM or
-  SIGHUP end the job first, then the line is written, then exit 130/143/129;
+  SIGHUP end the job first, then the line is written, then exit 130/143/129.
+  Because it spends, the guard refuses a stale table unless --price (a fresh
+  quote) or --allow-stale is given, and checks that CMD exists before saying
+  "Accepted";
 - `budget ledger` shows the spend so far and every line it could not vouch for
   (edited, removed, truncated: exit 1, with the line number).
 
 The hours can come from the why-distribute planner: `--from-plan params=7B,gpus=8`
 (its recommended plan's GPUs and predicted training time). Bad input (a number
-not finite or negative, a count beyond MAX_COUNT, an unusable ledger path): exit
-2 and one line naming the option. `PLAYGROUND_BUDGET_CLOCK` (billed seconds per
-real second, default 1, finite and above 0) lets the tests run a guarded command
-at a fast clock. A ledger's text is printed through formatting.plain: a command's
+not finite or negative, a count beyond MAX_COUNT, a --budget above the ceiling,
+an unusable ledger path): exit 2 and one line naming the option (a budget above
+the ceiling names both, never capped in silence). `cloud plan` and `cloud launch`
+(playground.cloud_plan, playground.cloud_launch) reuse `estimate`, `stale_note`,
+`check_numbers` and the guard's ledger steps. `PLAYGROUND_BUDGET_CLOCK` (billed
+seconds per real second, default 1, finite and above 0) lets the tests run a
+guarded command at a fast clock. A ledger's text is printed through formatting.plain: a command's
 escape sequences never reach the terminal.
 
-Imports: the lesson's pure modules (no torch).
+The options checked, the estimate and its verdict: playground.budget_estimate (named
+here too, as the cloud commands call them). Imports: the lesson's pure modules (no torch).
 """
 
 from __future__ import annotations
@@ -39,25 +47,24 @@ import math
 import os
 import secrets
 import shlex
+import shutil
 import signal
 import sys
-from datetime import date
 
+from playground.budget_estimate import check_numbers, report_bad, stale_note, verdict_for, with_note
+from playground.budget_estimate import estimate as estimate_of
 from playground.formatting import plain
 from playground.guard import Guard
-from playground.i18n import catalog, default_language, t
-from playground.session import UsageError
-from playground.usage import os_reason, param_error_text
-from runtime.sim.units import parse_duration
+from playground.i18n import default_language, t
+from playground.usage import UsageError, os_reason
 from scenarios.why_distribute import ledger, ledger_lock
-from scenarios.why_distribute.budget import CEILING_USD, Estimate, EstimateError, Verdict, sentence
-from scenarios.why_distribute.gpus import GPUS, gpu_named
+from scenarios.why_distribute.budget import CEILING_USD, Estimate, sentence
+from scenarios.why_distribute.gpus import GPUS
 from scenarios.why_distribute.ledger import LedgerError
 from scenarios.why_distribute.phrases import money, phrase
-from scenarios.why_distribute.prices import price_table
 
 REFUSED = 3  # the guard's exit status when it refuses or kills
-MAX_COUNT = 100_000  # GPUs in one experiment: more than any course will rent
+estimate = estimate_of  # budget.estimate, as cloud plan and cloud launch call it
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -91,7 +98,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
     try:
         if args.budget_command == "ledger":
             return _show_ledger(ledger.read(), language)
-        _check_numbers(args)
+        check_numbers(args)
         if args.budget_command == "estimate":
             return _estimate_only(args, language)
         return _guard(args, language)
@@ -99,58 +106,16 @@ def cmd_budget(args: argparse.Namespace) -> int:
         raise UsageError.said(f"budget.ledger_{exc.key}", "ledger", **exc.values) from None
 
 
-def _check_numbers(args: argparse.Namespace) -> None:
-    """Every number finite, none negative, the count a count (exit 2 before anything)."""
-    for name in ("budget", "ceiling"):  # price and margin: the estimate's own rules
-        value = getattr(args, name)
-        if value is not None and not (math.isfinite(value) and value >= 0):
-            raise UsageError.said("budget.not_a_number", name, name=name, value=value)
-    if args.count is not None and not 1 <= args.count <= MAX_COUNT:
-        shown = str(args.count) if len(str(args.count)) <= 20 else f"{str(args.count)[:20]}…"
-        raise UsageError.said("budget.count_range", "count", value=shown, most=MAX_COUNT)
-
-
 def _estimate_only(args: argparse.Namespace, language: str) -> int:
     book = ledger.read()
-    _report(book, language)
-    estimate = _estimate(args)
-    verdict = _verdict(args, estimate, book, language)
-    print(sentence(verdict, language))
+    report_bad(book, language)
+    estimate = estimate_of(args, spending=False)
+    verdict = verdict_for(args, estimate, book, language)
+    print(with_note(sentence(verdict, language), stale_note(args, language)))
     return 0 if verdict.accepted else REFUSED
 
 
-def _verdict(
-    args: argparse.Namespace, estimate: Estimate, book: ledger.Ledger, language: str
-) -> Verdict:
-    """The estimate against this experiment's budget and what the ceiling has left (spent
-    and reserved by guards still running taken off); its budget is what the guard enforces."""
-    left = args.ceiling - book.committed
-    budget = max(min(args.budget if args.budget is not None else left, left), 0.0)
-    if args.budget is not None and left < args.budget:
-        print(phrase("ceiling_note", language, ceiling=money(args.ceiling),
-                     spent=money(book.committed), left=money(left)))  # fmt: skip
-    return Verdict(estimate, budget)
-
-
-def _report(book: ledger.Ledger, language: str) -> None:
-    """Each line the ledger could not vouch for, one line on stderr each."""
-    for bad in book.bad:
-        why = _why(bad, language)
-        if bad.counted:
-            print(t("budget.ledger_problem", language, line=bad.number, why=why), file=sys.stderr)
-        else:
-            print(phrase("ledger_bad", language, line=bad.number, why=why), file=sys.stderr)
-
-
-def _why(bad: ledger.BadLine, language: str) -> str:
-    said = catalog(language).get(f"budget.why_{bad.key}")
-    try:
-        return said.format(**bad.values) if said else bad.why
-    except (KeyError, IndexError):
-        return bad.why
-
-
-def _clock() -> float:
+def billing_clock() -> float:
     """PLAYGROUND_BUDGET_CLOCK: billed seconds per real second (the tests' fast clock)."""
     text = os.environ.get("PLAYGROUND_BUDGET_CLOCK", "") or "1"
     try:
@@ -162,121 +127,28 @@ def _clock() -> float:
     return clock
 
 
-def _estimate(args: argparse.Namespace) -> Estimate:
-    gpu, count, hours = args.gpu, args.count, args.hours
-    if args.from_plan:
-        gpu, count, hours = _from_plan(args.from_plan, gpu)
-    if gpu is None or count is None or hours is None:
-        raise UsageError.said("budget.give_gpu", "gpu")
-    try:
-        spec = gpu_named(gpu)
-    except KeyError:
-        raise UsageError.said("budget.unknown_gpu", "gpu", gpu=gpu, names=", ".join(GPUS)) from None
-    table = price_table()
-    price = args.price
-    if price is None:
-        if table.stale(date.today()) and not args.allow_stale:
-            today = date.today()
-            dated = dict(date=table.as_of.isoformat(), days=table.age_days(today))
-            raise UsageError(
-                t("budget.stale", "en", source=table.source, **dated),
-                "price",
-                es=t("budget.stale", "es", source=table.source_es or table.source, **dated),
-            )
-        price = table.price(gpu, args.spot)
-        if price is None:
-            raise UsageError.said("budget.not_priced", "price", gpu=gpu)
-    try:
-        estimate = Estimate(
-            spec.label,
-            count,
-            price,
-            args.spot,
-            _hours(hours, "hours"),
-            _hours(args.setup, "setup"),
-            args.margin,
-        )
-    except EstimateError as exc:
-        raise _estimate_error(exc) from None
-    if not math.isfinite(estimate.cost):  # finite inputs, yet beyond a float's range
-        raise UsageError.said("budget.too_large", "hours")
-    return estimate
-
-
-def _estimate_error(exc: EstimateError) -> UsageError:
-    """`--count: count=0: must be at least 1`, the rule said in both languages (the
-    catalog's `budget.rule_<field>`, the English one as the estimate says it)."""
-    said, _, rule = str(exc).partition(": ")
-    rule_es = catalog("es").get(f"budget.rule_{exc.field}", rule)
-    return UsageError(
-        f"--{exc.field}: {exc}",
-        exc.field,
-        es=t("budget.bad_estimate", "es", field=exc.field, said=said, rule=rule_es),
-    )
-
-
-def _hours(text: str | float, name: str) -> float:
-    """`3` is three hours; `90min`, `0.25h`, `900s` as typed."""
-    if isinstance(text, int | float):
-        return float(text)
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        return parse_duration(text) / 3600
-    except ValueError:
-        raise UsageError.said("budget.hours", name, name=name, text=text) from None
-
-
-def _from_plan(pairs: str, gpu: str | None) -> tuple[str, int, float]:
-    """The why-distribute planner's recommended plan: its GPU, how many, its hours."""
-    from scenarios.base import parse_param_args
-    from scenarios.params import ParamError
-    from scenarios.registry import get_lesson
-    from scenarios.why_distribute import report
-
-    given = [p for p in pairs.split(",") if p.strip()]
-    if not given:  # `,,,`: nothing to plan, not the planner's defaults
-        raise UsageError.said("budget.from_plan_empty", "from_plan")
-    try:
-        raw = parse_param_args(given)
-        if gpu is not None:
-            raw.setdefault("gpu", gpu)
-        params = get_lesson("why-distribute").parse(raw, "predict")
-    except ParamError as exc:
-        raise UsageError(
-            t("budget.from_plan", "en", error=exc),
-            "from_plan",
-            es=t("budget.from_plan", "es", error=param_error_text(exc, "es")),
-        ) from None
-    best = report.planning(params).recommended
-    if best is None:
-        raise UsageError.said("budget.no_layout", "from_plan")
-    return params.gpu, best.gpus, best.train_s / 3600
-
-
 def _guard(args: argparse.Namespace, language: str) -> int:
     """Reserve under the ledger's lock, run the job it owns, settle what it cost."""
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not command:
         raise UsageError.said("budget.guard_needs_cmd", "cmd")
-    clock = _clock()
+    clock = billing_clock()
     what = shlex.join(command)
-    estimate = _estimate(args)
+    estimate = estimate_of(args, spending=True)
+    check_command(command[0])
     with Guard() as guard:  # signals caught from here on: nothing starts after one
         with ledger_lock.locked() as held:
-            _report(held.book, language)
-            verdict = _verdict(args, estimate, held.book, language)
+            report_bad(held.book, language)
+            verdict = verdict_for(args, estimate, held.book, language)
             budget = verdict.budget
-            print(sentence(verdict, language), flush=True)
+            print(with_note(sentence(verdict, language), stale_note(args, language)), flush=True)
             if guard.received is not None:
-                held.append(_line(what, estimate, "interrupted", signame(guard.received)))
-                return _stopped(guard.received, 0.0, language)
+                held.append(ledger_line(what, estimate, "interrupted", signame(guard.received)))
+                return stopped(guard.received, 0.0, language)
             if not verdict.accepted or budget <= 0:  # nothing left: not even a start
-                held.append(_line(what, estimate, "refused"))
+                held.append(ledger_line(what, estimate, "refused"))
                 return REFUSED
-            reservation = held.append(_line(what, estimate, "reserved", reserved=budget))
+            reservation = held.append(ledger_line(what, estimate, "reserved", reserved=budget))
         rate = estimate.rate * estimate.margin  # $/h, margin included as in the estimate
 
         def cost(elapsed_s: float) -> float:
@@ -285,7 +157,7 @@ def _guard(args: argparse.Namespace, language: str) -> int:
         try:
             outcome = guard.run(command, lambda elapsed: cost(elapsed) >= budget)
         except OSError as exc:
-            _settle(reservation, estimate, "failed", "cannot start", 0.0)
+            settle(reservation, estimate, "failed", "cannot start", 0.0)
             raise UsageError(
                 t("budget.cannot_start", "en", cmd=plain(command[0]), reason=exc.strerror),
                 "cmd",
@@ -294,16 +166,27 @@ def _guard(args: argparse.Namespace, language: str) -> int:
             ) from None  # fmt: skip
         # The guard kills at the budget it reserved: never billed above it.
         spent = min(cost(outcome.elapsed_s), budget) if outcome.started else 0.0
-        _settle(reservation, estimate, outcome.status, outcome.how, spent)
+        settle(reservation, estimate, outcome.status, outcome.how, spent)
     if outcome.received is not None:
-        return _stopped(outcome.received, spent, language)
+        return stopped(outcome.received, spent, language)
     if outcome.status == "killed":
         print(phrase("guard_killed", language, spent=money(spent), budget=money(budget)))
         return REFUSED
     return outcome.returncode if outcome.returncode is not None else 1
 
 
-def _line(
+def check_command(name: str) -> None:
+    """The command can be started: a path to an executable file, or a name on PATH
+    (exit 2 before the sentence, the reservation and any ledger line)."""
+    if "/" in name:
+        found = os.path.isfile(name) and os.access(name, os.X_OK)
+    else:
+        found = shutil.which(name) is not None
+    if not found:
+        raise UsageError.said("budget.no_command", "cmd", cmd=plain(name)[:200])
+
+
+def ledger_line(
     what: str, estimate: Estimate, status: str, how: str = "", reserved: float = 0.0
 ) -> ledger.Entry:
     token = secrets.token_hex(8) if status == "reserved" else ""
@@ -311,7 +194,7 @@ def _line(
                         round(reserved, 6), "", how)  # fmt: skip
 
 
-def _settle(reservation: ledger.Entry, estimate: Estimate, status: str, how: str,
+def settle(reservation: ledger.Entry, estimate: Estimate, status: str, how: str,
             spent: float) -> None:  # fmt: skip
     """The line that closes `reservation` with what was really spent and how it ended."""
     with ledger_lock.locked() as held:
@@ -323,7 +206,7 @@ def signame(signum: int) -> str:
     return signal.Signals(signum).name
 
 
-def _stopped(signum: int, spent: float, language: str) -> int:
+def stopped(signum: int, spent: float, language: str) -> int:
     """One line on stderr, and the shell's status for a death by `signum` (130, 143, 129)."""
     print(t("budget.guard_stopped", language, signal=signame(signum), spent=money(spent)),
           file=sys.stderr)  # fmt: skip
@@ -338,7 +221,7 @@ def _show_ledger(book: ledger.Ledger, language: str) -> int:
         legacy = f" ({t('budget.legacy_mark', language)})" if e.legacy else ""
         print(f"{plain(e.date)}  {e.status:<11} {money(dollars):>9} "
               f"(est. {money(e.estimate_usd)}){how}{legacy}  {plain(e.what)}")  # fmt: skip
-    _report(book, language)
+    report_bad(book, language)
     print(phrase("ledger_total", language, spent=money(book.spent), ceiling=money(CEILING_USD),
                  left=money(round(CEILING_USD - book.committed, 6)),
                  bad=book.not_counted))  # fmt: skip

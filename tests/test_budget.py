@@ -146,17 +146,45 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args, needle):
     assert len(out.stderr.strip().splitlines()) == 1 and needle in out.stderr
 
 
-def test_a_stale_price_table_is_refused_unless_told(tmp_path):
+def test_a_stale_price_table_warns_an_estimate_and_is_refused_by_the_guard(tmp_path):
     table = price_table()
     assert table.source and table.price("rtx4090", True) > 0
     assert not table.stale(table.as_of) and table.stale(
         date.fromordinal(table.as_of.toordinal() + MAX_AGE_DAYS + 1)
     )
-    if table.stale(date.today()):
-        out = budget(tmp_path, "estimate", *RTX)
+    out = budget(tmp_path, "estimate", *RTX, "--spot")
+    assert out.returncode == 0 and "$0.22/h each" in out.stdout, out.stderr
+    age = f"dated {table.as_of.isoformat()}, {table.age_days(date.today())} days old"
+    assert (age in out.stdout) == table.stale(date.today())
+    assert "--price" in out.stdout or not table.stale(date.today())
+    fresh = budget(tmp_path, "estimate", *RTX, "--price", "0.3")
+    assert fresh.returncode == 0 and "days old" not in fresh.stdout
+    if table.stale(date.today()):  # spending: a fresh quote, or said out loud
+        out = budget(tmp_path, "guard", *RTX, "--budget", "3", "--", "true")
         assert out.returncode == 2 and "stale" in out.stderr and "--allow-stale" in out.stderr
-    out = budget(tmp_path, "estimate", *RTX, "--allow-stale", "--spot")
-    assert out.returncode == 0 and "$0.22/h each" in out.stdout
+        assert not (tmp_path / "ledger.jsonl").exists()
+        out = budget(tmp_path, "guard", *RTX, "--budget", "3", "--allow-stale", "--", "true")
+        assert out.returncode == 0 and age in out.stdout, out.stderr
+
+
+def test_a_budget_above_the_ceiling_is_an_error_naming_both(tmp_path):
+    out = budget(tmp_path, "estimate", *RTX, "--budget", "300")
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1
+    assert "$300.00" in out.stderr and "ceiling of $5.00" in out.stderr
+    out = budget(tmp_path, "estimate", *RTX, "--budget", "300", "--ceiling", "400")
+    assert out.returncode == 0 and "Budget: $300.00" in out.stdout
+
+
+def test_the_guard_checks_the_command_exists_before_accepting(tmp_path):
+    for missing in ("./train.sh", "no-such-command-41"):
+        out = budget(tmp_path, "guard", *RTX, "--price", "0.3", "--budget", "3", "--", missing)
+        assert out.returncode == 2 and out.stdout == "", out.stdout
+        assert out.stderr.count("\n") == 1 and missing in out.stderr
+    (tmp_path / "data.txt").write_text("not a program")
+    out = budget(tmp_path, "guard", *RTX, "--price", "0.3", "--budget", "3", "--",
+                 str(tmp_path / "data.txt"))  # fmt: skip
+    assert out.returncode == 2 and "Accepted" not in out.stdout
+    assert not (tmp_path / "ledger.jsonl").exists()  # nothing reserved, nothing recorded
 
 
 def test_estimate_errors_name_the_field():
@@ -165,10 +193,13 @@ def test_estimate_errors_name_the_field():
     assert err.value.field == "price"
 
 
-def test_hours_from_the_planner(tmp_path):
-    out = budget(tmp_path, "estimate", "--from-plan", "params=400k,gpu=rtx4090", "--price", "0.35")
+@pytest.mark.parametrize("gpus", [1, 4])
+def test_hours_from_the_planner(tmp_path, gpus):
+    # The planner uses the whole cluster it is given (`gpus`): the estimate rents those.
+    plan = f"params=400k,gpu=rtx4090,gpus={gpus}"
+    out = budget(tmp_path, "estimate", "--from-plan", plan, "--price", "0.35")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("This starts 1× RTX 4090 on-demand at ~$0.35/h")
+    assert out.stdout.startswith(f"This starts {gpus}× RTX 4090 on-demand at ~$0.35/h")
 
 
 def test_a_plan_parameter_given_twice_is_refused(tmp_path):

@@ -214,7 +214,10 @@ def _guard(path: Path, marker: str, budget: str, *job: str) -> CliProcess:
     them start at once without fifty interpreters' imports). Its job, and anything the job
     starts, carries the marker in its environment; the guard itself is never looked for
     by it (`_marked` leaves it out)."""
-    argv = ["budget", "guard", *FAST, "--budget", budget, "--", *job]
+    # A budget above the $5 ceiling ("never killed here") is given a ceiling to match:
+    # above it, --budget is an error (exit 2), not a cap.
+    ceiling = ["--ceiling", budget] if float(budget) > 5 else []
+    argv = ["budget", "guard", *FAST, *ceiling, "--budget", budget, "--", *job]
     return CliProcess(argv, env=_env(path, marker))
 
 

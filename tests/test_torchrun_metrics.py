@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import tool
 from test_trust import LISTEN, LOOPBACK_V4
 
 from runtime.engine.live_workers import LiveWorkers
@@ -28,8 +28,7 @@ from runtime.engine.node_stream import Hub, Link, NodeStreamError, decode
 from runtime.sim.trace import Span
 from scenarios import torchrun
 
-TORCHRUN = shutil.which("torchrun")
-needs_torchrun = pytest.mark.skipif(TORCHRUN is None, reason="torchrun not on PATH")
+TORCHRUN = tool("torchrun")
 
 
 def _free_port() -> int:
@@ -39,7 +38,7 @@ def _free_port() -> int:
 
 
 def _torchrun(out: Path, port: int, *params: str) -> subprocess.Popen:
-    args = [TORCHRUN or "torchrun", "--standalone", "--nproc-per-node", "2"]
+    args = [TORCHRUN, "--standalone", "--nproc-per-node", "2"]
     args += ["-m", "scenarios.torchrun", "zero", *params, "--out", str(out)]
     return subprocess.Popen(
         [*args, "--metrics-port", str(port)],
@@ -174,7 +173,6 @@ def test_the_hub_reads_only_records_messages(data: bytes) -> None:
 
 # -- real ranks under torchrun ----------------------------------------------------------------
 @pytest.mark.ranks
-@needs_torchrun
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux's /proc/net")
 def test_each_nodes_local_rank_0_serves_every_ranks_step_time_while_the_run_goes(tmp_path) -> None:
     from prometheus_client.parser import text_string_to_metric_families
@@ -216,13 +214,14 @@ def test_each_nodes_local_rank_0_serves_every_ranks_step_time_while_the_run_goes
             "t0_ns",
             "spans",
             "counters",
+            "clock_offset_ns",  # its clock to rank 0's (runtime.engine.torchrun_rank)
+            "clock_rtt_ns",
         }
         assert doc["spans"] and {s["rank"] for s in doc["spans"]} == {rank}
     assert json.loads((out / "run.json").read_text())["launcher"] == "torchrun"
 
 
 @pytest.mark.ranks
-@needs_torchrun
 def test_a_port_in_use_stops_every_rank_with_one_line_each(tmp_path) -> None:
     out = tmp_path / "out"
     with socket.socket() as taken:

@@ -2,7 +2,7 @@
 
 Part of lesson 0's cost discipline (docs/references.md, "Cost discipline": a
 price table that states its source and date, and a guard that refuses a stale
-one). The table is data, scenarios/why_distribute/prices.toml, read and checked
+one; an estimate only warns). The table is data, scenarios/why_distribute/prices.toml, read and checked
 once: every GPU of scenarios.why_distribute.gpus that it prices has a positive,
 finite on-demand and spot price, and the date is a real date. How old it is
 depends on the day it is read, which callers pass in (tests pin it).
@@ -21,7 +21,8 @@ from importlib import resources
 
 from scenarios.why_distribute.gpus import GPUS
 
-# A table older than this is stale: `playground budget` refuses it unless told otherwise.
+# A table older than this is stale: an estimate says its date and age, and the commands
+# that spend (`budget guard`, `cloud launch`) refuse it without --price or --allow-stale.
 MAX_AGE_DAYS = 90
 TIERS = ("on_demand", "spot")
 
