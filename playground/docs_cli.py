@@ -1,6 +1,6 @@
 """docs/cli.md and docs/cli.es.md: every command and option, read off the CLI's parser.
 
-Part of playground.docs_gen. The page walks playground.cli.build_parser(): each
+Part of playground.docs_gen. The page walks playground.cli_parser.build_parser(): each
 command (and each action of `budget`) with its usage line, its help and a table of
 its arguments (their value, default and help), as argparse holds them. The parser
 is built with PLAYGROUND_LANG set to the page's language, so the texts it takes
@@ -131,7 +131,7 @@ def section(parser: argparse.ArgumentParser, summary: str, depth: int, words) ->
 
 def cli_page(language: str, command: str) -> str:
     """The whole page in `language`."""
-    from playground.cli import build_parser
+    from playground.cli_parser import build_parser
 
     words = WORDS[language]
     with language_of_parser(language):

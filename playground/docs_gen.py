@@ -4,10 +4,12 @@
     python -m playground.docs_gen --check   exit 1, naming each page that differs
 
 What a lesson declares once (its Params' knobs with their kind, default and
-bounds; the help, title, summary and narrative of its texts.toml) is written to
+bounds; the help, title, summary and narrative of its texts.toml; its goal, timings,
+challenges with their answers and what to discuss, from its challenges.py, as the
+teacher's page: playground.docs_goal) is written to
 docs/lessons/NN-<name>.en.md and .es.md, with an index per language
 (docs/lessons/README.md, README.es.md); the `playground` parser's commands,
-options and help (playground.cli.build_parser, playground.docs_cli) to
+options and help (playground.cli_parser.build_parser, playground.docs_cli) to
 docs/cli.md and docs/cli.es.md. Nothing in these pages is written by hand, so
 they cannot drift from the code: tests/test_generated_docs.py regenerates them in
 memory and fails on any difference. The prose around them (examples, the JSON
@@ -26,7 +28,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from playground.challenges import goal_of
 from playground.docs_cli import cli_page
+from playground.docs_goal import goal_section
 from playground.lesson_params import ParamRow, param_rows
 from scenarios.base import Lesson
 from scenarios.registry import NAMES, get_lesson
@@ -120,7 +124,9 @@ def param_table(rows: list[ParamRow], language: str) -> list[str]:
 def lesson_page(lesson: Lesson, language: str) -> str:
     words = WORDS[language]
     other = page_name(lesson, "es" if language == "en" else "en")
-    source = f"{package_dir(lesson)} (params, texts.toml)"
+    goal = goal_of(lesson)
+    declared = "params, texts.toml, challenges.py" if goal is not None else "params, texts.toml"
+    source = f"{package_dir(lesson)} ({declared})"
     lines = [
         f"<!-- {words['generated'].format(command=COMMAND, source=source)} -->",
         f"# {words['lesson']} {lesson.number} · `{lesson.name}`: {lesson.title[language]}",
@@ -137,6 +143,10 @@ def lesson_page(lesson: Lesson, language: str) -> str:
         f"playground run {lesson.name}",
         f"playground show {lesson.name}",
         "```",
+    ]
+    if goal is not None:  # the teacher's part: playground.docs_goal
+        lines += goal_section(goal, language)
+    lines += [
         "",
         f"## {words['parameters']}",
         "",

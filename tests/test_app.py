@@ -80,7 +80,9 @@ async def test_enter_opens_the_lesson_with_its_params_and_escape_goes_back() -> 
             assert field.tooltip == lesson.help(name)["en"]
             assert str(getattr(field, "value", "")) == typed[name]
         assert typed["size"] == "4MiB"
-        # the plan is predicted at once and the narrative starts at its first step
+        # the plan is predicted at once; the lesson opens on its goal, `n` goes to the
+        # narrative's first step
+        await pilot.press("n")
         assert lesson.narrative[0].formula in text(app, "#narrative")
         assert "time_s" in text(app, "#metrics") and "predicted" in text(app, "#metrics")
 

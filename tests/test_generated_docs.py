@@ -52,3 +52,27 @@ def test_generating_leaves_the_language_setting_as_it_was(monkeypatch) -> None:
     generate()
     assert "PLAYGROUND_LANG" not in os.environ
     assert (ROOT / "docs" / "lessons").is_dir()
+
+
+def test_each_lesson_page_is_a_teachers_page_read_off_its_challenges() -> None:
+    """docs/lessons/: the goal, the timings, every challenge with its answer and why, and
+    what to discuss, from the lesson's challenges.py (issue 40, item 8), in each language."""
+    from playground.challenges import goal_of
+    from playground.docs_gen import page_name
+    from scenarios.registry import get_lesson
+
+    pages = generate()
+    for name in NAMES:
+        lesson = get_lesson(name)
+        goal = goal_of(lesson)
+        assert goal is not None
+        for language, heading in (("en", "## Goal"), ("es", "## Objetivo")):
+            page = pages[f"docs/lessons/{page_name(lesson, language)}"]
+            assert heading in page
+            for outcome in goal.outcomes:
+                assert outcome[language] in page
+            for challenge in goal.challenges:
+                for said in (challenge.text, challenge.answer, challenge.why, challenge.hint):
+                    assert said[language] in page, (name, challenge.id)
+            for item in goal.discuss:
+                assert item[language] in page

@@ -352,6 +352,7 @@ async def test_the_narrative_quotes_its_metric_in_spanish() -> None:
     app = PlaygroundApp(language="es")
     async with app.run_test(size=(140, 50)) as pilot:
         screen = await lesson_screen(pilot, "why-distribute")
+        await pilot.press("n")  # from the lesson's goal to its first step
         assert "pressure = ninguna" in shown(screen, "#narrative")
 
 

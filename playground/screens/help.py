@@ -15,47 +15,39 @@ from textual.widgets import Static
 
 from playground.i18n import t
 
-# (keys as shown, catalog entry): the lesson screen's keys, then the app's.
-KEYS = [
-    ("r", "app.run"),
-    ("p", "app.predict"),
-    ("o", "app.open"),
-    ("space", "app.play"),
-    ("← →", "app.prev"),
-    ("→", "app.next"),
-    ("+ −", "app.zoom_in"),
-    ("−", "app.zoom_out"),
-    ("Home End", "app.home"),
-    ("⇧← ⇧→", "app.pan_left"),
-    ("m", "app.view"),
-    ("e", "app.export"),
-    ("w", "app.show_workers"),
-    ("Esc", "app.back_or_cancel"),
-    ("l", "app.language"),
-    ("?", "app.help"),
-    ("q", "app.quit"),
+# (keys as shown, catalog entries): the lesson screen's keys, then the app's. A line
+# with two entries says both, "first / second" (a key and its opposite).
+KEYS: list[tuple[str, tuple[str, ...]]] = [
+    ("r", ("app.run",)),
+    ("p", ("app.predict",)),
+    ("o", ("app.open",)),
+    ("g", ("app.challenges_key",)),
+    ("space", ("app.play",)),
+    ("← →", ("app.prev", "app.next")),
+    ("n N", ("app.next_step", "app.prev_step")),
+    ("PgDn PgUp", ("app.next_step", "app.prev_step")),
+    ("Home End", ("app.home", "app.end")),
+    ("+ −", ("app.zoom_in", "app.zoom_out")),
+    ("⇧← ⇧→", ("app.pan_left", "app.pan_right")),
+    ("m", ("app.view",)),
+    ("k", ("app.legend_toggle",)),
+    ("e", ("app.export",)),
+    ("w", ("app.show_workers",)),
+    ("c", ("app.show_curves",)),
+    ("Esc", ("app.back_or_cancel",)),
+    ("l", ("app.language",)),
+    ("ctrl+p", ("app.palette_open",)),
+    ("?", ("app.help",)),
+    ("q", ("app.quit",)),
 ]
+WIDTH = 11  # the widest keys ("PgDn PgUp") and a space
 
 
 def help_text(language: str) -> Content:
     lines = [Content.styled(t("app.help_title", language), "bold")]
-    for keys, entry in KEYS:
-        if entry in ("app.next", "app.zoom_out") or keys == "Home End":
-            continue  # shown on the line of their pair
-        text = t(entry, language)
-        if keys == "← →":
-            text = f"{t('app.prev', language)} / {t('app.next', language)}"
-        elif keys == "⇧← ⇧→":
-            text = f"{t('app.pan_left', language)} / {t('app.pan_right', language)}"
-        elif keys == "+ −":
-            text = f"{t('app.zoom_in', language)} / {t('app.zoom_out', language)}"
-        lines.append(Content.assemble((f"{keys:<10}", "bold $text-accent"), text))
-    lines.append(
-        Content.assemble(
-            (f"{'Home End':<10}", "bold $text-accent"),
-            f"{t('app.home', language)} / {t('app.end', language)}",
-        )
-    )
+    for keys, entries in KEYS:
+        text = " / ".join(t(entry, language) for entry in entries)
+        lines.append(Content.assemble((f"{keys:<{WIDTH}}", "bold $text-accent"), text))
     lines.append(Content.styled(t("app.help_close", language), "$foreground-muted"))
     return Content("\n").join(lines)
 
@@ -65,7 +57,7 @@ class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll {
-        width: 60; height: auto; max-height: 90%;
+        width: 70; height: auto; max-height: 90%;
         border: round $primary; background: $surface; padding: 1 2;
     }
     """

@@ -8,6 +8,13 @@ under it the narrative step the cursor is in beside a panel with the metrics,
 the ring, the memory bars and the workers (a row per rank, updated while the
 run streams its records; with PLAYGROUND_METRICS_PORT the app's Prometheus
 endpoint serves the same live figures, playground.metrics_server).
+An outcome put on those panels, and the narrative kept beside the cursor, are
+playground.screens.lesson_panels's.
+
+When it opens, and after each outcome, the narrative's place shows the lesson's goal
+and challenges (met or not, your answer beside the model's and the measurement); `n`
+tells the narrative step by step in its own order, `g` opens the challenges, `k` the
+timeline's legend (playground.screens.lesson_goal holds those keys and the checks).
 
 Messages up, attributes down: the controls post `Started` (clear the Gantt),
 `Records` (spans and counters streamed while the run goes) and `Ready` (an Outcome
@@ -30,25 +37,27 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 
+from playground import progress as progress_store
 from playground import session
+from playground.challenges import Verdict, goal_of
 from playground.i18n import t
-from playground.memory_rows import memory_rows
 from playground.metrics_server import run_id
+from playground.progress import LessonProgress
 from playground.screens import BilingualBindings, bilingual
+from playground.screens.lesson_goal import GoalChallenges, StoryKeys
+from playground.screens.lesson_panels import OutcomePanels
 from playground.widgets.controls import LessonControls
 from playground.widgets.curves import CurvesView
 from playground.widgets.gantt import GanttView
+from playground.widgets.legend import GanttLegend
 from playground.widgets.memory import MemoryBars
 from playground.widgets.metrics_panel import MetricsPanel
-from playground.widgets.narrative import NarrativePanel, metric_line
+from playground.widgets.narrative import NarrativePanel
 from playground.widgets.ring import RingView
 from playground.widgets.workers import WorkersView
 from runtime.engine.pool import RankPool
-from runtime.engine.workers import COLLECTIVES, MESSAGES
 from runtime.sim.program import Action
-from runtime.sim.trace import Span
-from scenarios.base import STRAGGLER_PHASE, Lesson
-from scenarios.metrics import find
+from scenarios.base import Lesson
 from scenarios.workers import live_workers
 
 if TYPE_CHECKING:
@@ -66,10 +75,9 @@ PANELS = (
 # The Workers tab redraws a live run at most this often (records arrive every 50 ms
 # from each rank).
 WORKERS_REDRAW_S = 0.25
-WAITS = COLLECTIVES | MESSAGES
 
 
-class LessonScreen(BilingualBindings, Screen[None]):
+class LessonScreen(OutcomePanels, StoryKeys, GoalChallenges, BilingualBindings, Screen[None]):
     """Controls, Gantt, narrative and panels of one lesson."""
 
     BINDINGS = [
@@ -86,12 +94,16 @@ class LessonScreen(BilingualBindings, Screen[None]):
         *bilingual("minus", "gantt('zoom', 0.5)", "app.zoom_out", show=False),
         *bilingual("shift+left", "gantt('pan', -0.25)", "app.pan_left", show=False),
         *bilingual("shift+right", "gantt('pan', 0.25)", "app.pan_right", show=False),
-        *bilingual("home", "gantt('jump', False)", "app.home", show=False),
-        *bilingual("end", "gantt('jump', True)", "app.end", show=False),
+        *bilingual("n,pagedown", "story(1)", "app.next_step", show=False),
+        *bilingual("N,pageup", "story(-1)", "app.prev_step", show=False),
+        *bilingual("home", "story_edge(False)", "app.home", show=False),
+        *bilingual("end", "story_edge(True)", "app.end", show=False),
         *bilingual("m", "gantt('next_mode')", "app.key_view"),
         *bilingual("e", "export", "app.key_export"),
         *bilingual("w", "show_tab('tab-workers')", "app.show_workers", show=False),
         *bilingual("c", "show_tab('tab-curves')", "app.show_curves", show=False),
+        *bilingual("k", "toggle_legend", "app.legend_toggle", show=False),
+        *bilingual("g", "challenges", "app.challenges_key", show=False),
         *bilingual("question_mark", "help", "app.help"),
         # The app's keys, kept out of this footer (80 columns hold the lesson's keys only).
         *bilingual("l", "app.toggle_language", "app.language", show=False),
@@ -113,6 +125,14 @@ class LessonScreen(BilingualBindings, Screen[None]):
         self.outcome: session.Outcome | None = None
         self.actions: dict[str, Action] = {}
         self.last_export: Path | None = None
+        # The narrative step `n`/`N`/Home/End chose: shown until the cursor moves otherwise.
+        self.pinned: int | None = None
+        # The lesson's goal and challenges (scenarios/<lesson>/challenges.py), shown in the
+        # narrative's place when it opens and after each outcome, until the cursor moves.
+        self.goal = goal_of(lesson)
+        self.progress = LessonProgress(1, lesson.name)
+        self.verdicts: list[Verdict] = []
+        self.overview = self.goal is not None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -121,6 +141,7 @@ class LessonScreen(BilingualBindings, Screen[None]):
             with Vertical(id="main"):
                 with VerticalScroll(id="gantt-box"):
                     yield GanttView(id="gantt")
+                yield GanttLegend(id="legend")
                 with Horizontal(id="lower"):
                     yield NarrativePanel(id="narrative")
                     with TabbedContent(id="panels"):
@@ -149,6 +170,10 @@ class LessonScreen(BilingualBindings, Screen[None]):
         return self.controls.running
 
     def on_mount(self) -> None:
+        try:
+            self.progress = progress_store.load(self.lesson.name)
+        except progress_store.ProgressError as exc:  # untrusted: start afresh, say why
+            self.notify(exc.text(self.language), severity="warning")
         self.gantt.can_focus = True
         self.gantt.focus()
         self.relabel(self.language)
@@ -167,6 +192,7 @@ class LessonScreen(BilingualBindings, Screen[None]):
         for pane, key in PANELS:
             panels.get_tab(pane).label = t(key, language)
         self._update_narrative()
+        self._show_legend()
         if self.outcome is not None:
             self._show_panels(self.outcome)
 
@@ -177,6 +203,9 @@ class LessonScreen(BilingualBindings, Screen[None]):
     # -- actions -----------------------------------------------------------------------
     def action_gantt(self, method: str, *args: Any) -> None:
         """Cursor, zoom, pan, view: the Gantt's own methods (the bindings above)."""
+        if method in ("step", "toggle_play"):
+            self.pinned = None  # the cursor, not the story, says the step again
+            self.overview = False
         getattr(self.gantt, method)(*args)
         if method == "next_mode":
             self._title_gantt()
@@ -196,7 +225,7 @@ class LessonScreen(BilingualBindings, Screen[None]):
         )
         if in_field:
             self.gantt.focus()
-        elif not self.controls.cancel():
+        elif not self.query("#side") or not self.controls.cancel():  # (not composed yet)
             self.app.pop_screen()
 
     def open_path(self, path: str) -> None:
@@ -228,73 +257,8 @@ class LessonScreen(BilingualBindings, Screen[None]):
         self.query_one("#workers", WorkersView).show_live(self.live, self.language)
 
     def on_lesson_controls_ready(self, message: LessonControls.Ready) -> None:
+        self.check_challenges(message.outcome, message.source)
         self.show_outcome(message.outcome)
-
-    # -- showing an outcome -------------------------------------------------------------
-    def show_outcome(self, outcome: session.Outcome) -> None:
-        self.outcome = outcome
-        self.live = None
-        # A lumped prediction (predict at scale) stands for more Actions than are worth
-        # building again here: its spans are drawn without them.
-        lumped = find(outcome.metrics, "lumped") is not None
-        program = None if lumped else outcome.lesson.build(outcome.params)
-        self.actions = {a.id: a for a in program.actions()} if program is not None else {}
-        self.gantt.set_timelines(outcome.measured, outcome.predicted)
-        self.gantt.follow = False
-        self._show_panels(outcome)
-        self.gantt.cursor = self.gantt.start
-        self._update_narrative()
-
-    def _show_panels(self, outcome: session.Outcome) -> None:
-        language = self.language
-        headline = outcome.lesson.hooks.headline
-        self.query_one("#metrics", MetricsPanel).show(outcome.metrics, language, headline)
-        titles = {}
-        for step in self.lesson.narrative:
-            for phase in step.phases:
-                titles[phase] = step.title[language].split(": ", 1)[-1]
-        followed = outcome.measured if outcome.measured is not None else outcome.predicted
-        ring = self.query_one("#ring", RingView)
-        world = outcome.params.world_size
-        if find(outcome.metrics, "lumped") is not None:  # only the ranks it draws
-            world = max(outcome.predicted.ranks(), default=0) + 1
-        ring.set_data(world, self.actions.values(), followed, titles)
-        rows = memory_rows(outcome.metrics)
-        words = {w: t(f"app.memory_{w}", language) for w in ("measured", "predicted", "note")}
-        if not rows:
-            words["note"] = t("app.memory_none", language)
-        self.query_one("#memory", MemoryBars).set_rows(rows, words)
-        self.query_one("#workers", WorkersView).show_outcome(outcome, language)
-        self.query_one("#curves", CurvesView).show(outcome.curves, language)
-
-    def on_gantt_view_cursor_moved(self, message: GanttView.CursorMoved) -> None:
-        self._update_narrative()
-
-    def _update_narrative(self) -> None:
-        self.query_one("#ring", RingView).cursor = self.gantt.cursor
-        panel = self.query_one("#narrative", NarrativePanel)
-        span = self.gantt.span_at_cursor()
-        action = self.actions.get(span.action_id or "") if span is not None else None
-        step = self.lesson.step_for_phase(action.phase) if action is not None else None
-        if span is not None and self._waits_for_straggler(span):
-            step = self.lesson.step_for_phase(STRAGGLER_PHASE) or step
-        index, series = panel.step_index, action.series if action is not None else None
-        if step is not None:
-            index = self.lesson.narrative.index(step)
-        elif self.outcome is None:
-            index = None
-        metric = ""
-        if index is not None and self.outcome is not None:
-            step = self.lesson.narrative[index]
-            metric = metric_line(step, self.outcome.metrics, series, self.language)
-        panel.show(self.lesson, self.language, index, metric)
-        panel.border_title = t("app.narrative", self.language)
-
-    def _waits_for_straggler(self, span: Span) -> bool:
-        """A rank waiting in communication while the run has a straggler (another rank)."""
-        workers = self.outcome.workers if self.outcome is not None else None
-        straggler = workers.overall.straggler if workers is not None else None
-        return straggler is not None and span.rank != straggler and span.kind in WAITS
 
     # -- export and help ----------------------------------------------------------------
     def action_export(self) -> None:

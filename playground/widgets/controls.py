@@ -62,6 +62,9 @@ class LessonControls(Vertical):
     @dataclass
     class Ready(Message):
         outcome: session.Outcome
+        # What made it: "run" (this app's ranks), "predict" or "open" (a saved file, which
+        # meets no challenge: playground.challenges).
+        source: str = "run"
 
     @dataclass
     class Failed(Message):
@@ -237,7 +240,7 @@ class LessonControls(Vertical):
         except session.UsageError as exc:
             self.set_status("app.status_failed", error=exc.text(self.language))
             return
-        self.post_message(self.Ready(outcome))
+        self.post_message(self.Ready(outcome, "predict"))
         self.set_status("app.status_predicted")
 
     def ask_open(self) -> None:
@@ -266,5 +269,5 @@ class LessonControls(Vertical):
             self.set_status("app.status_failed", error=wrong)
             return
         self.query_one("#form", ParamForm).show(outcome.params)
-        self.post_message(self.Ready(outcome))
+        self.post_message(self.Ready(outcome, "open"))
         self.set_status("app.status_opened", path=path)

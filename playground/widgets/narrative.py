@@ -11,11 +11,15 @@ Imports: textual and the lesson contract's pure types; never torch.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
+
 from textual.content import Content
 from textual.widgets import Static
 
 from playground.formatting import format_value, localized
-from scenarios.base import Lesson, NarrativeStep
+from runtime.sim.program import Action
+from runtime.sim.trace import Span
+from scenarios.base import STRAGGLER_PHASE, Lesson, NarrativeStep
 from scenarios.metrics import Metric, find
 
 
@@ -32,6 +36,35 @@ def metric_line(
     metric = localized(metric, language)
     value = metric.value if metric.value is not None else metric.predicted
     return f"{metric.name} = {format_value(metric.unit, value, language)}"
+
+
+def step_starts(
+    lesson: Lesson,
+    actions: Mapping[str, Action],
+    spans: Iterable[Span],
+    waits_for_straggler: Callable[[Span], bool] = lambda _span: False,
+) -> list[float | None]:
+    """Where each narrative step begins on a timeline: the earliest start of a span whose
+    Action is in one of the step's phases (the straggler step: the first wait for a
+    straggler), None for a step this timeline has no span of. `n` jumps the cursor
+    there, so the story is told in the narrative's order whatever the timeline's."""
+    phase_step: dict[str, int] = {}
+    for index, step in enumerate(lesson.narrative):
+        for phase in step.phases:
+            phase_step.setdefault(phase, index)  # as step_for_phase: the first step wins
+    straggler = phase_step.get(STRAGGLER_PHASE)
+    starts: list[float | None] = [None] * len(lesson.narrative)
+    for span in spans:
+        action = actions.get(span.action_id or "")
+        index = phase_step.get(action.phase) if action is not None and action.phase else None
+        if straggler is not None and waits_for_straggler(span):
+            index = straggler
+        if index is None:
+            continue
+        current = starts[index]
+        if current is None or span.start < current:
+            starts[index] = span.start
+    return starts
 
 
 def narrative_content(
@@ -73,3 +106,9 @@ class NarrativePanel(Static):
     ) -> None:
         self.step_index = step_index
         self.update(narrative_content(lesson, language, step_index, metric))
+
+    def show_overview(self, content: Content) -> None:
+        """The lesson's goal and challenges in the step's place (no step is current)."""
+        self.step_index = None
+        self.update(content)
+        self.scroll_home(animate=False)
