@@ -3,13 +3,15 @@
 Runs the installed command in a pseudo-terminal (what a learner's terminal
 is), and stops the clock when the home screen's lesson list has been written
 to the terminal: the first frame the learner sees. Prints the median of
-several runs and the slowest one. The goal is under one second on this
-machine (issue 3); the UI must never import torch, which is what makes it
-possible.
+several runs, the fastest and the slowest. The goal is under half a second
+(issue 43; under one second since issue 3): the UI never imports torch, and
+before its first frame the app imports only what the home screen draws (the
+lesson screen, its widgets and the session come after it: playground.app).
 
-    python benchmarks/app_startup.py [--runs 7]
+    python benchmarks/app_startup.py [--runs 7] [--write]
 
-Timings are only ever asserted here, never in tests.
+`--write` puts the table into this script's section of docs/benchmarks.md
+(benchmarks.doc_section). Timings are only ever asserted here, never in tests.
 """
 
 from __future__ import annotations
@@ -24,7 +26,15 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.doc_section import header, write_section  # noqa: E402
+
+SCRIPT = "app_startup.py"
+WHAT = "the app's first paint"
+GOAL_S = 0.5
 MARKER = b"Lesson 7"  # the last lesson of the home list: the whole first frame is out
 
 
@@ -63,14 +73,31 @@ def first_paint_seconds(command: list[str], timeout: float = 20.0) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument(
+        "--write", action="store_true", help="write the table into docs/benchmarks.md"
+    )
     args = parser.parse_args()
+    load = os.getloadavg()[0]  # before this script adds its own
     installed = shutil.which("playground")
     command = [installed] if installed else [sys.executable, "-m", "playground.cli"]
     first_paint_seconds(command)  # warm the file cache, as a learner's second start would
     times = [first_paint_seconds(command) for _ in range(args.runs)]
-    print(f"first paint of `{' '.join(command)}`, {args.runs} runs")
-    print(f"{'median':>8} {'max':>8} {'goal':>6}")
-    print(f"{statistics.median(times) * 1e3:>6.0f}ms {max(times) * 1e3:>6.0f}ms {'<1 s':>6}")
+    table = [
+        *header(SCRIPT, WHAT, f"python benchmarks/{SCRIPT} --runs {args.runs}"),
+        f"Load average when it started: {load:.1f} on {os.cpu_count()} cores "
+        "(other processes' load only ever adds time, unevenly).",
+        "",
+        f"`playground` in a pseudo-terminal until the home screen's last lesson is written,"
+        f" {args.runs} runs after one that warms the file cache.",
+        "",
+        "| median | fastest | slowest | goal |",
+        "|---:|---:|---:|---:|",
+        f"| {statistics.median(times) * 1e3:.0f} ms | {min(times) * 1e3:.0f} ms "
+        f"| {max(times) * 1e3:.0f} ms | < {GOAL_S * 1e3:.0f} ms |",
+    ]
+    print("\n".join(table))
+    if args.write:
+        write_section(SCRIPT, table)
 
 
 if __name__ == "__main__":

@@ -31,13 +31,13 @@ from textual.screen import Screen
 from playground.i18n import LANGUAGES, default_language, t
 from playground.screens import BilingualBindings, bilingual
 from playground.screens.home import HomeScreen
-from playground.screens.lesson import LessonScreen
 from runtime.engine.launch import prepare
 from runtime.engine.pool import RankPool
 from runtime.engine.spawn import warm_start
 from scenarios.registry import get_lesson, lessons
 
 if TYPE_CHECKING:
+    from playground.screens.lesson import LessonScreen
     from runtime.engine.prometheus import MetricsServer
 
 
@@ -74,6 +74,9 @@ class PlaygroundApp(BilingualBindings, App[None]):
     BINDINGS = [
         *bilingual("l", "toggle_language", "app.language"),
         *bilingual("q", "quit", "app.quit"),
+        # A learner's own job: profiler traces (playground.screens.trace, issue 39).
+        # Kept out of the footer, so the home screen's snapshot holds; docs/traces.md says it.
+        *bilingual("o", "open_trace", "app.open_trace", show=False),
     ]
 
     language: reactive[str] = reactive("en")
@@ -107,6 +110,10 @@ class PlaygroundApp(BilingualBindings, App[None]):
     def _warm_ranks(self) -> None:
         with contextlib.suppress(OSError, ValueError):  # a run then spawns its ranks
             warm_start()
+        # The lesson screen's modules (its widgets, plotext, the session), also once the
+        # first frame is out: the home screen does without them, and the first lesson
+        # opened then finds them imported.
+        lesson_screen()
 
     async def action_quit(self) -> None:
         self.shut_down()
@@ -114,7 +121,7 @@ class PlaygroundApp(BilingualBindings, App[None]):
     def shut_down(self) -> None:
         """Cancel any run, tear the warm ranks down (every one gone), then exit."""
         for screen in self.screen_stack:
-            if isinstance(screen, LessonScreen) and screen.is_mounted:
+            if isinstance(screen, lesson_screen()) and screen.is_mounted:
                 screen.controls.cancel()
         self.pool.close()
         self.exit()
@@ -136,9 +143,21 @@ class PlaygroundApp(BilingualBindings, App[None]):
     def on_home_screen_lesson_chosen(self, message: HomeScreen.LessonChosen) -> None:
         self.open_lesson(message.scenario)
 
+    def action_open_trace(self) -> None:
+        from playground.screens.trace import TraceScreen  # at first use: not before the first frame
+
+        self.push_screen(TraceScreen(self.language).data_bind(PlaygroundApp.language))
+
     def open_lesson(self, name: str) -> None:
-        screen = LessonScreen(get_lesson(name), pool=self.pool, metrics=self.metrics)
+        screen = lesson_screen()(get_lesson(name), pool=self.pool, metrics=self.metrics)
         self.push_screen(screen.data_bind(PlaygroundApp.language))
+
+
+def lesson_screen() -> type[LessonScreen]:
+    """The lesson screen's class, imported at first use (not before the first frame)."""
+    from playground.screens.lesson import LessonScreen
+
+    return LessonScreen
 
 
 if __name__ == "__main__":

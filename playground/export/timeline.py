@@ -13,10 +13,15 @@ on the page). Choices, and why:
   the bubble.
 - Series that ran one after the other (GPipe then 1F1B, zero's stages, inference's
   modes) are parted by a solid vertical line, each named over its own part of the
-  row: back to back they read as one run.
+  row: back to back they read as one run. A lesson's warm-up steps (series
+  runtime.engine.workers.WARMUP_SERIES) are one of them, and their bars are hatched,
+  as in the app's Gantt: run and predicted, left out of the lesson's times.
 - Every string that comes from a lesson, its params, the profile or a Span is
   passed through `html.escape`, hover text and bar labels included: Plotly
   renders a subset of HTML in those.
+
+Where each thing goes (the bubble, the series' windows, the comm lane, the ranks, the
+time unit) is worked out without plotly in playground.export.timeline_layout.
 
 Imports: plotly and runtime's pure part; never torch.
 """
@@ -31,8 +36,15 @@ from typing import TYPE_CHECKING, Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from playground.export.timeline_layout import (
+    bubble_intervals,
+    comm_lane,
+    ranks_with_marks,
+    series_windows,
+    time_unit,
+)
 from playground.palette import KIND_COLORS
-from runtime.sim.collective_kinds import overlaps
+from runtime.engine.workers import WARMUP_SERIES
 from runtime.sim.trace import POSITION_FIELDS, Span, Timeline
 from runtime.sim.units import format_bytes, format_seconds
 
@@ -42,7 +54,6 @@ if TYPE_CHECKING:
 # Fixed colours per action kind, shared with the app (playground.palette).
 # Idle time of a pipeline rank (its share of the bubble): pale, drawn under the bars.
 IDLE_COLOR = "rgba(160, 160, 160, 0.28)"
-PIPELINE_COMPUTE = frozenset({"F", "B", "W"})
 # Kinds a future lesson invents get a colour from here, chosen by a stable hash
 # of the name (crc32, not hash(): that is salted per process) so it never changes.
 _EXTRA_COLORS = ("#17BECF", "#BCBD22", "#8C564B", "#9467BD", "#7F7F7F", "#2CA02C")
@@ -65,9 +76,9 @@ def build_figure(outcome: Outcome) -> go.Figure:
     pairs = measured.by_action() if measured is not None else {}
     rows.append((f"predicted ({outcome.profile.name})", False, predicted, pairs))
 
-    unit, scale = _time_unit(max(timeline.end for _, _, timeline, _ in rows))
+    unit, scale = time_unit(max(timeline.end for _, _, timeline, _ in rows))
     # Row heights in pixels, so a bar keeps a readable thickness at any rank count.
-    row_px = [max(140, 30 * len(_ranks(timeline)) + 40) for _, _, timeline, _ in rows]
+    row_px = [max(140, 30 * len(ranks_with_marks(timeline)) + 40) for _, _, timeline, _ in rows]
     # Series named over their rows (series_windows) need a line between the row's title
     # and its plot.
     parted = any(series_windows(timeline) for _, _, timeline, _ in rows)
@@ -85,7 +96,7 @@ def build_figure(outcome: Outcome) -> go.Figure:
         fig.update_annotations(yshift=18)  # the subplot titles, above the series' names
     in_legend: set[str] = set()
     for row, (_, is_measured, timeline, other) in enumerate(rows, 1):
-        ranks = _ranks(timeline)
+        ranks = ranks_with_marks(timeline)
         lane = comm_lane(timeline.spans)
         laned = {s.rank for s in timeline.spans if id(s) in lane}
         by_kind: dict[str, list[Span]] = defaultdict(list)
@@ -115,6 +126,15 @@ def build_figure(outcome: Outcome) -> go.Figure:
             in_legend.add("idle")
         for kind in _kind_order(by_kind):
             spans = by_kind[kind]
+            marker: dict[str, Any] = {
+                "color": kind_color(kind),
+                "line": {"width": 0.5, "color": "white"},
+            }
+            if any(s.series == WARMUP_SERIES for s in spans):
+                # A warm-up step's bars hatched, as in the app's Gantt: run and predicted,
+                # left out of the lesson's times.
+                shapes = ["/" if s.series == WARMUP_SERIES else "" for s in spans]
+                marker["pattern"] = {"shape": shapes, "fgcolor": "white", "solidity": 0.35}
             fig.add_trace(
                 go.Bar(
                     orientation="h",
@@ -123,7 +143,7 @@ def build_figure(outcome: Outcome) -> go.Figure:
                     # markup from a saved run anywhere (a kind is free text there).
                     legendgroup=escape(kind),
                     showlegend=kind not in in_legend,
-                    marker={"color": kind_color(kind), "line": {"width": 0.5, "color": "white"}},
+                    marker=marker,
                     y=[f"rank {s.rank}" + (" comm" if id(s) in lane else "") for s in spans],
                     base=[s.start * scale for s in spans],
                     x=[s.duration * scale for s in spans],
@@ -167,51 +187,6 @@ def build_figure(outcome: Outcome) -> go.Figure:
     return fig
 
 
-def bubble_intervals(timeline: Timeline) -> list[tuple[int, float, float]]:
-    """(rank, start, end) of the time a pipeline rank computes nothing (F/B/W) while
-    its schedule runs: the bubble, shaded so the eye finds it. Schedules that ran
-    one after the other (each its own `series`) each get their own window."""
-    windows: dict[str, list[float]] = {}
-    busy: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
-    for span in timeline.spans:
-        if span.kind == "barrier":
-            continue
-        group = span.series or ""
-        window = windows.setdefault(group, [span.start, span.end])
-        window[0], window[1] = min(window[0], span.start), max(window[1], span.end)
-        if span.kind in PIPELINE_COMPUTE:
-            busy[(group, span.rank)].append((span.start, span.end))
-    if not busy:
-        return []
-    ranks = timeline.ranks()
-    out = []
-    for group, (lo, hi) in windows.items():
-        for rank in ranks:
-            cursor = lo
-            for start, end in sorted(busy.get((group, rank), [])):
-                if start > cursor:
-                    out.append((rank, cursor, start))
-                cursor = max(cursor, end)
-            if hi > cursor:
-                out.append((rank, cursor, hi))
-    return out
-
-
-def series_windows(timeline: Timeline) -> list[tuple[str, float, float]]:
-    """(series, first start, last end) of each series of the timeline (a pipeline's
-    schedules, zero's stages, inference's modes, run one after the other), in the order
-    they ran; [] unless there are two or more to tell apart."""
-    windows: dict[str, list[float]] = {}
-    for span in timeline.spans:
-        if span.series is None:
-            continue
-        window = windows.setdefault(span.series, [span.start, span.end])
-        window[0], window[1] = min(window[0], span.start), max(window[1], span.end)
-    if len(windows) < 2:
-        return []
-    return sorted(((name, lo, hi) for name, (lo, hi) in windows.items()), key=lambda w: w[1])
-
-
 def _add_series_dividers(fig: go.Figure, timeline: Timeline, scale: float, row: int) -> None:
     """Where one series ends and the next begins: a solid line at the end of the one
     before (a schedule's last span; the next one's barrier starts there on some rank),
@@ -241,35 +216,6 @@ def _add_series_dividers(fig: go.Figure, timeline: Timeline, scale: float, row: 
             row=row,
             col=1,
         )
-
-
-def _time_unit(end: float) -> tuple[str, float]:
-    """A unit that keeps tick labels short for this run's length."""
-    if end >= 10:
-        return "s", 1.0
-    if end >= 1e-3:
-        return "ms", 1e3
-    return "µs", 1e6
-
-
-def comm_lane(spans: list[Span]) -> set[int]:
-    """ids of the collectives that overlap their rank's other spans (a DDP bucket's
-    all-reduce under backward): drawn on a "rank R comm" lane beneath the rank, as in
-    the app's Gantt. At equal starts the rank's own work comes first."""
-    out: set[int] = set()
-    running: dict[int, float] = {}
-    # Kinds that may run beside a rank's own work (runtime.sim.collective_kinds).
-    for span in sorted(spans, key=lambda s: (s.start, overlaps(s.kind))):
-        if overlaps(span.kind) and running.get(span.rank, float("-inf")) > span.start:
-            out.add(id(span))
-        else:
-            running[span.rank] = max(running.get(span.rank, float("-inf")), span.end)
-    return out
-
-
-def _ranks(timeline: Timeline) -> list[int]:
-    marked = {m.rank for m in timeline.marks if m.rank is not None}
-    return sorted(set(timeline.ranks()) | marked)
 
 
 def _kind_order(kinds: dict[str, Any]) -> list[str]:

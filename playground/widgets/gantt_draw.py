@@ -1,5 +1,8 @@
 """Drawing a Gantt row: spans, idle dots, labels, marks and the cursor as one Strip.
 
+A warm-up step's bars are hatched (░), so a learner sees the iterations a lesson runs
+before its timed ones, and that they are left out of its times.
+
 The Line API half of the Gantt chart (playground.widgets.gantt holds the
 widget, its time window and its cursor). A row is one rank's spans, measured
 or predicted; finding the bar under each column is a binary search in the
@@ -22,6 +25,7 @@ from rich.style import Style
 from textual.strip import Strip
 
 from playground.palette import KIND_COLORS, OTHER_COLOR
+from runtime.engine.workers import WARMUP_SERIES
 from runtime.sim.trace import Mark, Span
 from runtime.sim.units import format_seconds
 
@@ -33,6 +37,9 @@ AXIS = Style(color="#9A9A9A")
 # Where one series (a schedule, a ZeRO stage, an inference mode) hands over to the next.
 DIVIDER = Style(color="#FFFFFF", bold=True)
 CACHE_SIZE = 1024
+# A warm-up step's bars (runtime.engine.workers.WARMUP_SERIES) are hatched: run and
+# predicted like the others, left out of the lesson's times.
+WARMUP_FILL = "░"
 # Marks (failures, restarts, checkpoints) as one glyph in the rows they concern;
 # per-step marks are left out: the bars already show the steps.
 MARK_GLYPHS = {
@@ -168,7 +175,7 @@ def row_strip(
         if index is not None:
             owner[col] = index
             span = row.spans[index]
-            chars[col] = " "
+            chars[col] = WARMUP_FILL if span.series == WARMUP_SERIES else " "
             styles[col] = kind_style(span.kind, row.predicted)
     # Where one bar follows another with no gap, a thin edge tells them apart.
     for col in range(1, plot):

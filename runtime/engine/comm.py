@@ -13,14 +13,22 @@ chunk has arrived (and is reduced); its own send may still be on the wire,
 like an eager send, so a rank is not held back by a slow right neighbour.
 A chunk is never written while a send still reads it (`_settle`).
 
+A run is planned before it is timed (`Comm.plan`): each ring step's chunk views,
+peers and receive buffer are looked up once, the views and the two alternating
+receive buffers made once per tensor, so a timed step allocates nothing in Python but
+torch's own request objects (and the ints of its byte counts).
+
 Every wait on a gloo send or receive goes through `Spent`, which can keep a
 finished request a while before it is freed. Freed right after its wait returns, a
 request holds its rank until gloo's own thread lets go of it, a scheduler tick
 whenever that thread waits for a core (`python benchmarks/p2p_release.py` measures
-both ways). The lessons still free at once (SPENT_KEPT 0): keeping requests speeds
-calibration's small ring steps up more than the lessons' own runs, so the prediction
-before a run would come out short; adopting it waits for the calibration to be
-fitted again against the lessons.
+both ways). Calibration and most lessons still free at once (SPENT_KEPT 0): keeping
+requests speeds calibration's small ring steps up more than the lessons' own runs, so
+the prediction before a run would come out short; adopting it everywhere waits for the
+calibration to be fitted again against the lessons. Lesson 1's hand ring keeps
+KEEP_MEASURED (scenarios/ring_allreduce/rank.py): it is timed beside torch's
+all_reduce, which pays no such toll, and its prediction after a run is refined from
+its own steps.
 
 Engine part: imports torch, only inside rank processes.
 """
@@ -58,6 +66,46 @@ class Spent:
         self._works.append(work)
 
 
+class _Step:
+    """What a ring step (sendrecv) needs, looked up once before the timed run: its
+    chunks' views of the tensor, the peers, where the receive lands, and the next step's
+    receive to post early. Executing it then allocates nothing in Python but torch's
+    request objects."""
+
+    __slots__ = (
+        "action",
+        "outgoing",
+        "target",
+        "send_chunk",
+        "recv_chunk",
+        "dst",
+        "src",
+        "reduce",
+        "sent_bytes",
+        "received_bytes",
+        "incoming",
+        "following",
+    )
+
+    def __init__(self, comm: Comm, action: Action, tensor: torch.Tensor, slot: int) -> None:
+        chunks = comm._chunks(action, tensor)
+        self.action = action
+        self.send_chunk: int = action.arg("send_chunk")
+        self.recv_chunk: int = action.arg("recv_chunk")
+        self.outgoing = chunks[self.send_chunk]
+        self.target = chunks[self.recv_chunk]
+        self.dst, self.src, self.reduce = action.dst, action.src, action.reduce
+        # Two scratch buffers alternate (slot), so a receive posted early never lands in
+        # the buffer the current step is still adding from; without a reduction the
+        # chunk is received in place.
+        self.incoming = (
+            comm._tmp(self.target.numel(), self.target, slot) if self.reduce else self.target
+        )
+        self.sent_bytes = self.outgoing.numel() * self.outgoing.element_size()
+        self.received_bytes = self.incoming.numel() * self.incoming.element_size()
+        self.following: _Step | None = None  # the next step, when its receive can go early
+
+
 class Comm:
     """Executes p2p and collective Actions on one flat tensor, counting bytes."""
 
@@ -65,21 +113,32 @@ class Comm:
         self.bytes_sent = 0
         self.bytes_received = 0
         self._scratch: dict[tuple[int, torch.dtype, torch.device, int], torch.Tensor] = {}
-        self._preposted: dict[str, tuple[torch.distributed.Work | None, torch.Tensor]] = {}
-        self._flip = False
-        # Sends of ring steps still on the wire, by the chunk they read from.
-        self._in_flight: list[tuple[int, torch.distributed.Work]] = []
+        self._splits: dict[tuple[int, int, int], tuple[torch.Tensor, ...]] = {}
+        # The receive posted early for the next ring step (`_Step.following`): its step,
+        # the request (None for an empty chunk).
+        self._preposted: _Step | None = None
+        self._preposted_request: torch.distributed.Work | None = None
+        # Sends of ring steps still on the wire, and the chunk each reads from.
+        self._in_flight: list[torch.distributed.Work] = []
+        self._in_flight_chunks: list[int] = []
         self.spent = Spent()
 
     def _settle(self, chunk: int | None = None) -> None:
-        """Wait for in-flight sends (of one chunk, or all of them)."""
-        keep = []
-        for sent_chunk, work in self._in_flight:
-            if chunk is None or sent_chunk == chunk:
-                self.spent.wait(work)
+        """Wait for in-flight sends (of one chunk, or all of them); the lists are compacted
+        in place, not rebuilt."""
+        works, chunks = self._in_flight, self._in_flight_chunks
+        kept = 0
+        for i in range(len(works)):
+            if chunk is None or chunks[i] == chunk:
+                self.spent.wait(works[i])
             else:
-                keep.append((sent_chunk, work))
-        self._in_flight = keep
+                works[kept], chunks[kept] = works[i], chunks[i]
+                kept += 1
+        del works[kept:], chunks[kept:]
+
+    def settle(self) -> None:
+        """Wait until no send still reads the tensor (before it is written again)."""
+        self._settle()
 
     def reset_counters(self) -> None:
         self.bytes_sent = 0
@@ -98,54 +157,63 @@ class Comm:
             self.bytes_received += received.numel() * received.element_size()
 
     def _chunks(self, action: Action, tensor: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return tensor.split(even_split(tensor.numel(), action.arg("parts")))
+        """The tensor's chunks for `action`'s parts: views made once per tensor and count."""
+        parts = action.arg("parts")
+        key = (tensor.data_ptr(), tensor.numel(), parts)
+        chunks = self._splits.get(key)
+        if chunks is None:
+            chunks = self._splits[key] = tensor.split(even_split(tensor.numel(), parts))
+        return chunks
 
-    def _post_recv(
-        self, action: Action, tensor: torch.Tensor
-    ) -> tuple[torch.distributed.Work | None, torch.Tensor]:
-        """Post the receive of a ring step: into a scratch buffer when it reduces, else in place."""
-        recv_chunk = action.arg("recv_chunk")
-        target = self._chunks(action, tensor)[recv_chunk]
-        if action.reduce:
-            # Two scratch buffers alternate, so a pre-posted receive never lands in
-            # the buffer the current step is still adding from.
-            self._flip = not self._flip
-            incoming = self._tmp(target.numel(), target, slot=int(self._flip))
-        else:
-            self._settle(recv_chunk)  # never write a chunk a send still reads
-            incoming = target
-        request = dist.irecv(incoming, action.src) if incoming.numel() else None
-        return request, incoming
+    def _post(self, step: _Step) -> torch.distributed.Work | None:
+        """Post a ring step's receive (in place: once no send still reads that chunk)."""
+        if not step.reduce:
+            self._settle(step.recv_chunk)  # never write a chunk a send still reads
+        return dist.irecv(step.incoming, step.src) if step.received_bytes else None
+
+    def _ring_step(self, step: _Step) -> float | None:
+        request = self._preposted_request if self._preposted is step else self._post(step)
+        self._preposted = self._preposted_request = None
+        # Empty chunks (fewer elements than ranks) are skipped by both ends alike.
+        if step.sent_bytes:
+            self._in_flight.append(dist.isend(step.outgoing, step.dst))
+            self._in_flight_chunks.append(step.send_chunk)
+        following = step.following
+        if following is not None:
+            # Post the next step's receive now, so the left neighbour's next chunk can
+            # flow while this one is reduced (gloo's own ring overlaps the same way).
+            self._preposted_request = self._post(following)
+            self._preposted = following
+        if request is not None:
+            self.spent.wait(request)
+        self.bytes_sent += step.sent_bytes
+        self.bytes_received += step.received_bytes
+        if not step.reduce:
+            return None
+        began = time.perf_counter()
+        step.target.add_(step.incoming)
+        return time.perf_counter() - began
+
+    def plan(self, actions: Sequence[Action], tensor: torch.Tensor) -> Plan:
+        """The handler that executes `actions` (in this order) on `tensor`, each ring step
+        looked up beforehand (_Step): what a timed loop calls, once per action."""
+        return Plan(self, list(actions), tensor)
 
     def execute(
-        self, action: Action, tensor: torch.Tensor, after: Action | None = None
+        self,
+        action: Action,
+        tensor: torch.Tensor,
+        after: Action | None = None,
+        steps: dict[str, _Step] | None = None,
     ) -> float | None:
-        """Run one action on `tensor`; `after` is the next action, to pre-post its receive.
+        """Run one action on `tensor`; `after` is the next action and `steps` the planned
+        ring steps (Comm.plan), to post the ring's first receive before a barrier.
         Returns the seconds spent reducing what arrived (the local compute of a ring step,
         which a slowed rank slows: runtime.engine.worker), None when it reduced nothing."""
         kind = action.kind
         reduced = None
-        if kind == "sendrecv":
-            chunks = self._chunks(action, tensor)
-            outgoing = chunks[action.arg("send_chunk")]
-            target = chunks[action.arg("recv_chunk")]
-            request, incoming = self._preposted.pop(action.id, None) or self._post_recv(
-                action, tensor
-            )
-            # Empty chunks (fewer elements than ranks) are skipped by both ends alike.
-            if outgoing.numel():
-                self._in_flight.append((action.arg("send_chunk"), dist.isend(outgoing, action.dst)))
-            if after is not None and after.kind == "sendrecv" and after.src == action.src:
-                # Post the next step's receive now, so the left neighbour's next chunk
-                # can flow while this one is reduced (gloo's own ring overlaps the same way).
-                self._preposted[after.id] = self._post_recv(after, tensor)
-            if request is not None:
-                self.spent.wait(request)
-            if action.reduce:
-                began = time.perf_counter()
-                target.add_(incoming)
-                reduced = time.perf_counter() - began
-            self._count(outgoing, incoming)
+        if kind == "sendrecv":  # unplanned (plan() runs its steps itself): looked up now
+            reduced = self._ring_step(_Step(self, action, tensor, slot=0))
         elif kind == "send":
             self._settle()
             self.spent.wait(dist.isend(tensor, action.dst))
@@ -165,10 +233,12 @@ class Comm:
         elif kind == "broadcast":
             dist.broadcast(tensor, src=(action.group or (0,))[0])
         elif kind == "barrier":
-            if after is not None and after.kind == "sendrecv":
+            first = steps.get(after.id) if steps is not None and after is not None else None
+            if first is not None:
                 # The ring's first receive, posted before the barrier: its rendezvous
                 # with the sender happens while the ranks line up, not on the clock.
-                self._preposted[after.id] = self._post_recv(after, tensor)
+                self._preposted_request = self._post(first)
+                self._preposted = first
             dist.barrier()
         else:
             raise ValueError(f"Comm cannot execute a {kind!r} action")
@@ -179,14 +249,41 @@ class Comm:
     ) -> None:
         """Execute `actions` in order; `runner(actions, handler)` may time each (RankContext.execute)."""
         actions = list(actions)
-        following = {a.id: b for a, b in zip(actions, actions[1:], strict=False)}
-        handler = lambda action: self.execute(action, tensor, following.get(action.id))  # noqa: E731
+        handler = self.plan(actions, tensor)
         if runner is None:
             for action in actions:
                 handler(action)
         else:
             runner(actions, handler)
         self._settle()
+
+
+class Plan:
+    """`actions` on `tensor`, ready to run: called with each action in turn (the handler
+    of RankContext.execute). Every ring step is a _Step made here, before the clock: its
+    chunk views and receive buffers are the Comm's, the same for every plan of the same
+    tensor, so running an iteration again allocates none."""
+
+    def __init__(self, comm: Comm, actions: list[Action], tensor: torch.Tensor) -> None:
+        self.comm, self.tensor = comm, tensor
+        self.steps: dict[str, _Step] = {}
+        slot = 0
+        for action in actions:
+            if action.kind == "sendrecv":
+                slot = 1 - slot if action.reduce else slot
+                self.steps[action.id] = _Step(comm, action, tensor, slot)
+        self.following: dict[str, Action] = {}
+        for action, after in zip(actions, actions[1:], strict=False):
+            self.following[action.id] = after
+            step, next_step = self.steps.get(action.id), self.steps.get(after.id)
+            if step is not None and next_step is not None and next_step.src == step.src:
+                step.following = next_step
+
+    def __call__(self, action: Action) -> float | None:
+        step = self.steps.get(action.id)
+        if step is not None and step.action is action:
+            return self.comm._ring_step(step)
+        return self.comm.execute(action, self.tensor, self.following.get(action.id), self.steps)
 
 
 def _mine(schedule: dict[int, list[Action]]) -> list[Action]:

@@ -34,6 +34,9 @@ In docs/design.md's picture: runtime, pure part (stdlib only).
 from __future__ import annotations
 
 import math
+import os
+import signal
+import threading
 from dataclasses import asdict, dataclass, replace
 
 from runtime.sim.units import parse_duration
@@ -277,3 +280,15 @@ def require_timed(faults: list[Fault]) -> None:
                 "(failure-resume); aquí use kill:rank=R,after=0.5s, hang:rank=R,after=1s o "
                 "slow:rank=R,factor=F",
             )
+
+
+def schedule_timed_faults(faults: list[Fault], rank: int) -> None:
+    """Faults that fire after a time (kill or hang `after_s`): a timer in this rank
+    process sends it SIGKILL or SIGSTOP."""
+    for fault in faults:
+        if fault.rank != rank or fault.after_s is None:
+            continue  # step and checkpoint faults are fired by the rank code (ctx.faults)
+        sig = signal.SIGKILL if fault.kind == "kill" else signal.SIGSTOP
+        timer = threading.Timer(fault.after_s, os.kill, args=(os.getpid(), sig))
+        timer.daemon = True
+        timer.start()

@@ -158,8 +158,10 @@ def watch(
     silence is judged by `hang_timeout_s` from the start."""
     n = spec.world_size
     procs, conns = ranks.procs, ranks.conns
-    spans: list[Span] = []
-    counters: list[Counter] = []
+    # The records as they came (dicts): made Spans once the run is over, so the parent,
+    # which shares the cores with the ranks, does the least while they are timed.
+    spans: list[dict[str, Any]] = []
+    counters: list[dict[str, Any]] = []
     results: list[dict[str, Any] | None] = [None] * n
     last_beat = [time.monotonic()] * n
     beating = [warm] * n
@@ -177,14 +179,14 @@ def watch(
         last_beat[rank] = time.monotonic()
         beating[rank] = True
         if kind == "records":
-            spans.extend(Span.from_dict(s) for s in msg[2])
-            counters.extend(Counter(**c) for c in msg[3])
+            spans.extend(msg[2])
+            counters.extend(msg[3])
         elif kind == "ready":
             backend = msg[2]
         elif kind == "done":
             envelope = msg[2]
-            spans.extend(Span.from_dict(s) for s in envelope.get("spans", []))
-            counters.extend(Counter(**c) for c in envelope.get("counters", []))
+            spans.extend(envelope.get("spans", []))
+            counters.extend(envelope.get("counters", []))
             results[rank] = envelope["result"]
             if rank == 0:
                 t0_ns = envelope.get("t0_ns")
@@ -222,12 +224,12 @@ def watch(
                 hung[rank] = f"stopped answering: no heartbeat for {now - last_beat[rank]:.1f} s"
         if all(r is not None for r in results):
             return LaunchResult(
-                spans=sorted(spans, key=lambda s: (s.start, s.rank)),
+                spans=sorted(map(Span.from_dict, spans), key=lambda s: (s.start, s.rank)),
                 rank_results=results,  # type: ignore[arg-type]
                 backend=backend,
                 run_dir=run_dir,
                 wall_s=time.monotonic() - started,
-                counters=sorted(counters, key=lambda c: (c.t, c.rank)),
+                counters=sorted((Counter(**c) for c in counters), key=lambda c: (c.t, c.rank)),
                 warm=warm,
                 t0_ns=t0_ns,
             )

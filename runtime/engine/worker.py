@@ -24,10 +24,18 @@ action took (a sleep, not a busy loop: the cores go to the others meanwhile),
 after a ring step in proportion to the seconds its handler says it reduced.
 CUDA ranks also record device memory and utilisation (runtime.engine.device_stats).
 
-Records (Spans and Counters) are batched every 50 ms; time zero is rank 0's
-CLOCK_MONOTONIC reading when all ranks left the start barrier
+Tracing that does not disturb what it traces (runtime.engine.span_buffer): a Span is
+recorded into slots made before the run and shipped to the parent off the timed path,
+batched: `execute` ships once its batch of actions is done, or where the step changes
+inside the batch, at most every STREAM_INTERVAL_S; inside one long step, or a batch
+without steps (a pipeline schedule), at most every STEPLESS_INTERVAL_S, so a live view
+still moves. No thread ships them: one would hold the GIL just when a rank's wait
+returns. `benchmarks/ring_allreduce.py` measures what streaming costs.
+
+Time zero is rank 0's CLOCK_MONOTONIC reading when all ranks left the start barrier
 (perf_counter_ns is CLOCK_MONOTONIC on Linux, shared by the processes of one
-host). Across hosts the offsets are not corrected yet.
+host). Across hosts, runtime.engine.torchrun_rank estimates each rank's offset to rank
+0 over the process group and shifts its records by it.
 
 Engine part: imports torch, only ever inside rank processes.
 """
@@ -35,14 +43,10 @@ Engine part: imports torch, only ever inside rank processes.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
-import importlib
 import os
-import signal
 import socket
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -54,13 +58,17 @@ import torch.distributed as dist
 
 from runtime.engine.bootstrap import RankSpec, log_to
 from runtime.engine.device_stats import device_counters
-from runtime.engine.faults import Fault, slow_factors
+from runtime.engine.faults import Fault, schedule_timed_faults, slow_factors
+from runtime.engine.rank_setup import load_entry, plain, rank_device, resolve_backend
 from runtime.engine.restart import Attempt
+from runtime.engine.span_buffer import SpanBuffer
 from runtime.sim.program import Action
-from runtime.sim.simulate import span_for
 from runtime.sim.trace import Counter
 
 STREAM_INTERVAL_S = 0.05
+# Inside one long step, or a batch without steps (a pipeline schedule), records ship
+# this often: a live view still moves.
+STEPLESS_INTERVAL_S = 0.5
 P = TypeVar("P")
 
 
@@ -100,10 +108,26 @@ class RankContext(Generic[P]):
         # Under the restart supervisor: which attempt, where checkpoints live, and
         # the first attempt's time origin. None when launched plainly or by torchrun.
         self.attempt = attempt
-        self.t0_ns = time.perf_counter_ns()
+        self._buffer = SpanBuffer(len(self.actions))
+        self._t0_ns = time.perf_counter_ns()
+        self._executing = False
+        # Spans taken out of the buffer and Counters, not yet shipped (all of them
+        # until the end when not streaming).
         self.spans: list[dict[str, Any]] = []
         self.counters: list[dict[str, Any]] = []
         self._last_flush_ns = time.perf_counter_ns()
+
+    @property
+    def t0_ns(self) -> int:
+        """Time zero of this rank's Spans (perf_counter_ns)."""
+        return self._t0_ns
+
+    @t0_ns.setter
+    def t0_ns(self, value: int) -> None:
+        # Records taken before time zero moves keep the zero they were taken under.
+        if self._buffer:
+            self.spans.extend(self._buffer.take(self._t0_ns))
+        self._t0_ns = value
 
     def start_clock(self) -> None:
         """Barrier, then agree on time zero: rank 0's clock as the barrier released it."""
@@ -116,10 +140,9 @@ class RankContext(Generic[P]):
         return (time.perf_counter_ns() - self.t0_ns) / 1e9
 
     def record(self, action: Action, start_ns: int, end_ns: int) -> None:
-        span = span_for(
-            action, (start_ns - self.t0_ns) / 1e9, (end_ns - self.t0_ns) / 1e9
-        ).to_dict()
-        self.spans.append(span)
+        """A Span of `action` (perf_counter_ns readings). Called by a lesson's own timing
+        loop, it ships what is due at once; `execute` ships between its steps instead."""
+        self._buffer.add(action, start_ns, end_ns)
         if self._stream:
             self._flush_soon()
 
@@ -127,17 +150,21 @@ class RankContext(Generic[P]):
         """A Counter sample now (memory in bytes, microbatches in flight, ...)."""
         counter = Counter(self.rank, category, self.now(), float(value), series).to_dict()
         self.counters.append(counter)
-        if self._stream:
+        if self._stream and not self._executing:  # inside `execute`: shipped between steps
             self._flush_soon()
 
-    def _flush_soon(self) -> None:
-        # Batches of records, at most STREAM_INTERVAL_S old: one message per span
-        # would wake the parent (which shares the cores) hundreds of times a second.
-        if time.perf_counter_ns() - self._last_flush_ns >= STREAM_INTERVAL_S * 1e9:
+    def _flush_soon(self, interval_s: float | None = None) -> None:
+        # Batches of records, at most `interval_s` (STREAM_INTERVAL_S) old: one message
+        # per span would wake the parent (which shares the cores) hundreds of times a second.
+        interval_s = STREAM_INTERVAL_S if interval_s is None else interval_s
+        if time.perf_counter_ns() - self._last_flush_ns >= interval_s * 1e9:
             self.flush()
 
     def flush(self) -> None:
-        """Send the records not yet streamed to the parent."""
+        """Send the records not yet streamed to the parent (without streaming: move them
+        out of the buffer, kept for the end)."""
+        if self._buffer:
+            self.spans.extend(self._buffer.take(self.t0_ns))
         if self._stream and (self.spans or self.counters):
             self._emit(("records", self.rank, self.spans, self.counters))
             self.spans, self.counters = [], []
@@ -150,22 +177,39 @@ class RankContext(Generic[P]):
         whose span also waits on its peers (FSDP2's forward runs its all-gathers), the
         seconds of its own compute, which is all a slowed rank slows of it (the
         simulator slows the compute alone: runtime.sim.eventloop)."""
-        for action in actions:
-            if self._channel is not None:
-                self._channel.current_action = action.id
-            start = time.perf_counter_ns()
-            local = handler(action)
-            if self.slow != 1.0:
-                took = local
-                if action.is_compute and not isinstance(local, float):
-                    took = (time.perf_counter_ns() - start) / 1e9
-                if isinstance(took, float) and took > 0:
-                    time.sleep((self.slow - 1.0) * took)
-            self.record(action, start, time.perf_counter_ns())
-            if self.device.type == "cuda":
-                self.sample_device()
-        if self._channel is not None:
-            self._channel.current_action = None
+        add, channel, cuda = self._buffer.add, self._channel, self.device.type == "cuda"
+        stream, step = self._stream, None
+        self._executing = True
+        try:
+            for action in actions:
+                if stream and action.step != step:
+                    # A new step: what is due ships now, before its first action (a
+                    # barrier at its start lines the ranks up again), never between two
+                    # timed actions of one step.
+                    if step is not None:
+                        self._flush_soon()
+                    step = action.step
+                elif stream:  # a long step, or none: a live view still moves
+                    self._flush_soon(STEPLESS_INTERVAL_S)
+                if channel is not None:
+                    channel.current_action = action.id
+                start = time.perf_counter_ns()
+                local = handler(action)
+                if self.slow != 1.0:
+                    took = local
+                    if action.is_compute and not isinstance(local, float):
+                        took = (time.perf_counter_ns() - start) / 1e9
+                    if isinstance(took, float) and took > 0:
+                        time.sleep((self.slow - 1.0) * took)
+                add(action, start, time.perf_counter_ns())
+                if cuda:
+                    self.sample_device()
+        finally:
+            self._executing = False
+        if channel is not None:
+            channel.current_action = None
+        if stream:
+            self._flush_soon()  # the batch is done: between two of the lesson's steps
 
     def sample_device(self) -> None:
         """CUDA ranks, at most every STREAM_INTERVAL_S: runtime.engine.device_stats' Counters."""
@@ -174,49 +218,6 @@ class RankContext(Generic[P]):
             self._last_device_ns = now
             for category, value in device_counters(self.device):
                 self.sample(category, value)
-
-
-def resolve_backend(requested: str) -> str:
-    if requested == "auto":
-        return "nccl" if torch.cuda.is_available() else "gloo"
-    if requested == "nccl" and not torch.cuda.is_available():
-        raise RuntimeError(
-            "backend nccl needs CUDA, and torch sees no GPU here; use --backend gloo"
-        )
-    return requested
-
-
-def rank_device(backend: str) -> torch.device:
-    if backend == "nccl":
-        local = int(os.environ.get("LOCAL_RANK", "0"))
-        torch.cuda.set_device(local % torch.cuda.device_count())
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
-
-
-def load_entry(entry: str) -> Callable[[RankContext[Any]], Any]:
-    """The rank entry a lesson chose ("package.module:function")."""
-    module, _, name = entry.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
-def plain(result: Any) -> dict[str, Any]:
-    """A lesson's result record (a dataclass) as JSON-able data; jobs may return dicts."""
-    if result is None:
-        return {}
-    if dataclasses.is_dataclass(result) and not isinstance(result, type):
-        return dataclasses.asdict(result)
-    return dict(result)
-
-
-def _schedule_faults(faults: list[Fault], rank: int) -> None:
-    for fault in faults:
-        if fault.rank != rank or fault.after_s is None:
-            continue  # step and checkpoint faults are fired by the rank code (ctx.faults)
-        sig = signal.SIGKILL if fault.kind == "kill" else signal.SIGSTOP
-        timer = threading.Timer(fault.after_s, os.kill, args=(os.getpid(), sig))
-        timer.daemon = True
-        timer.start()
 
 
 def run_rank(
@@ -231,7 +232,7 @@ def run_rank(
     rank's result (the lesson's record, the backend, torch's version, and the
     records not streamed)."""
     torch.manual_seed(1234 + spec.rank)
-    _schedule_faults(spec.faults, spec.rank)
+    schedule_timed_faults(spec.faults, spec.rank)
     ctx: RankContext[Any] = RankContext(
         rank=spec.rank,
         world_size=spec.world_size,

@@ -54,6 +54,10 @@ COLLECTIVES = COLLECTIVE_KINDS  # every registered kind (runtime.sim.collective_
 MESSAGES = frozenset({"send", "recv", "sendrecv"})
 WAITS = frozenset({"wait"})  # for the rank's own non-blocking collectives (runtime.sim.program)
 BIN_S = 1.0  # the bins of spans that belong to no series and no step
+# The series of a lesson's warm-up steps (first-touch buffers, connections, caches): run
+# and simulated like the others, drawn as warm-up by the Gantt and the HTML export, and
+# left out of the lesson's times (Hooks.warmup_steps counts them).
+WARMUP_SERIES = "warm-up"
 
 WindowKey = tuple[str | None, int | None, int | None]  # (series, step, one-second bin)
 

@@ -2,7 +2,7 @@
 
 The `ring-allreduce` lesson, top to bottom: its params (.params), its narrative
 (with every text a learner reads, in texts.toml), its Program (.program), its
-metrics. Each timed iteration starts with a barrier (so all ranks start together)
+metrics. Each iteration starts with a barrier (so all ranks start together)
 and then runs the chosen algorithm on a buffer of `size` bytes per rank:
 
 - ring: the hand-made ring reduce-scatter + all-gather (runtime.engine.collectives),
@@ -14,6 +14,11 @@ Whatever the algorithm, every iteration ends with a reference: a barrier and
 torch's own all_reduce on the same data (series "reference"), timed as Spans of
 the same Program, side by side with the hand-made one; the rank code
 (scenarios.ring_allreduce.rank) checks that the hand result equals torch's.
+
+The first WARMUP_ITERATIONS iterations are a warm-up, on the timeline in their own
+series (runtime.engine.workers.WARMUP_SERIES) and predicted like the others: the metrics
+read the timed series only, on the measured and the predicted timeline alike, and the
+model refined after a run leaves the warm-up steps out too (Hooks.warmup_steps).
 
 Metrics follow nccl-tests' definitions: algbw = S/t, busbw = algbw·2(n-1)/n.
 
@@ -34,7 +39,12 @@ from scenarios.base import Hooks, Lesson, RunData
 from scenarios.metrics import Metric
 from scenarios.params import ParamError
 from scenarios.ring_allreduce import lumped
-from scenarios.ring_allreduce.params import REFERENCE, RingParams, RingResult
+from scenarios.ring_allreduce.params import (
+    REFERENCE,
+    WARMUP_ITERATIONS,
+    RingParams,
+    RingResult,
+)
 from scenarios.ring_allreduce.program import build
 from scenarios.texts import load_texts
 
@@ -115,7 +125,7 @@ def expected_bytes(params: RingParams, program: Program | None) -> float | list[
         return formulas.ring_all_reduce_bytes_per_rank(n, params.size)
     per_rank = [0.0] * n
     for action in program.actions():
-        if action.step == 0:
+        if action.step == WARMUP_ITERATIONS:  # the first timed iteration
             for _dst, nbytes in action.sends():
                 per_rank[action.rank] += nbytes
     return per_rank
@@ -153,6 +163,7 @@ HOOKS = Hooks(
     headline=("time_s",),
     refinement=Refinement(gaps="measured"),
     check_faults=check_faults,
+    warmup_steps=lambda _params: WARMUP_ITERATIONS,
 )
 LESSON = Lesson(
     "ring-allreduce", 1, TEXTS, RingParams, RingResult, build, metrics, RANK_ENTRY, HOOKS

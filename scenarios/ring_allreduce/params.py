@@ -20,6 +20,12 @@ DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 STEPWISE_MAX_RANKS = 64
 # The series of torch's all_reduce, timed in every iteration beside the hand-made one.
 REFERENCE = "reference"
+# Iterations run before the timed ones, whole (the hand-made all-reduce and the
+# reference): the first touches every buffer and takes gloo's pairs through their first
+# messages, and a cold iteration is not what the lesson compares. They stay on the
+# timeline as warm-up (series runtime.engine.workers.WARMUP_SERIES), predicted like the
+# others and left out of the times on both sides (Hooks.warmup_steps).
+WARMUP_ITERATIONS = 2
 
 
 # -- parameters -------------------------------------------------------------------------

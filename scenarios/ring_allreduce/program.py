@@ -4,7 +4,10 @@
 or the tree's steps from runtime.engine.collectives, one Action per step and rank,
 or one all-reduce per rank costed by its formula above STEPWISE_MAX_RANKS ranks or
 for `builtin`), then a barrier and torch's own all_reduce on the same data
-(series "reference").
+(series "reference"). The first WARMUP_ITERATIONS iterations (steps 0..W-1) are the
+same actions in the warm-up series (runtime.engine.workers.WARMUP_SERIES); the `repeat`
+timed ones follow (steps W..W+repeat-1). What sets the reference apart from the
+hand-made algorithm is its phase, "reference", in warm-up and timed iterations alike.
 
 Imports: runtime's pure part and the lesson's params (the UI imports this).
 """
@@ -14,8 +17,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from runtime.engine import collectives
+from runtime.engine.workers import WARMUP_SERIES
 from runtime.sim.program import Action, Program, barriers
-from scenarios.ring_allreduce.params import REFERENCE, RingParams
+from scenarios.ring_allreduce.params import REFERENCE, WARMUP_ITERATIONS, RingParams
 
 
 def build(params: RingParams) -> Program:
@@ -23,18 +27,20 @@ def build(params: RingParams) -> Program:
     group = list(range(n))
     members = tuple(group)  # one shared tuple: the simulator keys collectives by it
     program = Program(n, name="ring-allreduce")
-    for step in range(params.repeat):
+    for step in range(WARMUP_ITERATIONS + params.repeat):
         prefix = f"it{step}."
+        warm = step < WARMUP_ITERATIONS
+        hand = WARMUP_SERIES if warm else algorithm
         program.extend(
-            barriers(
-                f"{prefix}{algorithm}.barrier", members, series=algorithm, phase="start", step=step
-            )
+            barriers(f"{prefix}{algorithm}.barrier", members, series=hand, phase="start", step=step)
         )
         if not params.stepwise:
             # One action per rank, costed by the algorithm's formula.
             label = "all_reduce" if algorithm == "builtin" else f"{algorithm} all_reduce"
             program.extend(
-                _all_reduce(f"{prefix}allreduce", members, params.size, algorithm, label, step)
+                _all_reduce(
+                    f"{prefix}allreduce", members, params.size, algorithm, label, step, hand
+                )
             )
         else:
             if algorithm == "ring":
@@ -44,37 +50,51 @@ def build(params: RingParams) -> Program:
             else:
                 schedule = collectives.tree_all_reduce(group, params.size, prefix=prefix, step=step)
             for rank in group:
-                program.extend(replace(a, series=algorithm) for a in schedule[rank])
+                program.extend(replace(a, series=hand) for a in schedule[rank])
         # torch's own all_reduce on the same data, after a barrier, in every iteration:
         # measured side by side with the hand-made one, so drifts in the machine's load
         # hit both alike (and the learner sees both on one timeline).
+        reference = WARMUP_SERIES if warm else REFERENCE
         program.extend(
             barriers(
                 f"{prefix}{REFERENCE}.barrier",
                 members,
-                series=REFERENCE,
+                series=reference,
                 phase=REFERENCE,
                 step=step,
             )
         )
-        reference = _all_reduce(
-            f"{prefix}{REFERENCE}.all_reduce",
-            members,
-            params.size,
-            REFERENCE,
-            "torch all_reduce",
-            step,
+        program.extend(
+            _all_reduce(
+                f"{prefix}{REFERENCE}.all_reduce",
+                members,
+                params.size,
+                REFERENCE,
+                "torch all_reduce",
+                step,
+                reference,
+            )
         )
-        program.extend(reference)
     return program
 
 
 def _all_reduce(
-    name: str, members: tuple[int, ...], nbytes: int, series: str, label: str, step: int
+    name: str,
+    members: tuple[int, ...],
+    nbytes: int,
+    algorithm: str,
+    label: str,
+    step: int,
+    series: str,
 ) -> list[Action]:
-    """One all_reduce action per rank, costed by its algorithm's formula."""
-    algorithm = series if series != REFERENCE else "builtin"
-    phase = "all-reduce" if series != REFERENCE else REFERENCE
+    """One all_reduce action per rank, costed by its algorithm's formula (REFERENCE:
+    torch's own, phase "reference")."""
+    reference = algorithm == REFERENCE
     template = Action("", 0, "all_reduce", label, bytes=nbytes, group=members, step=step)
-    template = replace(template, algorithm=algorithm, series=series, phase=phase)
+    template = replace(
+        template,
+        algorithm="builtin" if reference else algorithm,
+        series=series,
+        phase=REFERENCE if reference else "all-reduce",
+    )
     return [replace(template, id=f"{name}@r{rank}", rank=rank) for rank in members]
