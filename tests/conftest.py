@@ -1,12 +1,14 @@
 """Shared test setup: a private calibration cache and run directory per test session,
-Hypothesis's profiles, and a heap that stays cheap to collect."""
+Hypothesis's profiles, a heap that stays cheap to collect, and the environment's tools."""
 
 from __future__ import annotations
 
 import gc
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -16,6 +18,9 @@ from hypothesis import settings
 _SESSION_DIR = tempfile.mkdtemp(prefix="playground-tests-")
 os.environ.setdefault("PLAYGROUND_CACHE_DIR", os.path.join(_SESSION_DIR, "cache"))
 os.environ.setdefault("PLAYGROUND_RUNS_DIR", os.path.join(_SESSION_DIR, "runs"))
+# Challenge progress, the budget ledger and anything else kept under the state dir: the
+# session's own, never the user's ~/.local/state.
+os.environ.setdefault("XDG_STATE_HOME", os.path.join(_SESSION_DIR, "state"))
 
 # Hypothesis: HYPOTHESIS_PROFILE=ci (.ci/run sets it) runs every costly property with all
 # its examples; the default, "dev", runs a third of them (at least 10), so that
@@ -43,6 +48,16 @@ def _frozen_heap() -> Iterator[None]:
     gc.collect()
     gc.freeze()
     yield
+
+
+def tool(name: str) -> str:
+    """The console script `name` (playground, torchrun, lint-imports, ruff) of this
+    interpreter's environment, found next to `sys.executable`, never on PATH: a suite run
+    as `.venv/bin/python -m pytest` without the environment activated finds the same
+    tools. Every one the tests use is a dependency, so a missing one fails loudly."""
+    path = Path(sys.executable).with_name(name)
+    assert path.is_file(), f"{name} is not installed next to {sys.executable}"
+    return str(path)
 
 
 @pytest.fixture

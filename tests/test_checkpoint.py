@@ -4,12 +4,12 @@ specs, and the checkpoint-interval formulas against their Monte-Carlo."""
 from __future__ import annotations
 
 import json
+import math
 import pickle
 import random
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -185,17 +185,34 @@ def test_bad_fault_forms_are_refused(spec: str) -> None:
 
 
 # -- how often to checkpoint ------------------------------------------------------------
-def test_young_and_daly_exact_values() -> None:
-    """docs/references.md, "Fault tolerance": C = 60 s, M = 3 h."""
+# Young √(2CM) and Daly √(2CM)·(1 + √x/3 + x/9) − C with x = C/(2M), worked out apart
+# from the code (40-digit decimals) and written down: (C, M, Young, Daly), in seconds.
+# C = 300 s, M = 1 day reads by hand: √(2·300·86400) = 7200, x = 1/576, √x = 1/24, so
+# Daly = 7200·(1 + 1/72 + 1/5184) − 300 = 7000 + 25/18.
+WRITTEN_OUT = [
+    (60.0, 3 * 3600.0, 1138.41995766, 1098.77132185),  # docs/references.md's example
+    (300.0, 86400.0, 7200.0, 7001.38888889),
+    (10.0, 1800.0, 189.736659610, 183.128553641),
+    (300.0, 900.0, 734.846922835, 548.455199184),
+    (1740.0, 900.0, 1769.74574445, 799.829546632),  # C just under 2M
+]
+
+
+@pytest.mark.parametrize(("c", "m", "young", "daly"), WRITTEN_OUT)
+def test_young_and_daly_exact_values(c: float, m: float, young: float, daly: float) -> None:
+    """docs/references.md, "Fault tolerance"."""
+    assert ci.young_interval(c, m) == pytest.approx(young, rel=1e-9)
+    assert ci.daly_interval(c, m) == pytest.approx(daly, rel=1e-9)
+
+
+def test_daly_is_the_mtbf_once_a_checkpoint_costs_two_of_them() -> None:
     c, m = 60.0, 3 * 3600.0
-    assert ci.young_interval(c, m) == pytest.approx((2 * c * m) ** 0.5)
-    assert ci.young_interval(c, m) == pytest.approx(1138.4199576606165)
-    x = c / (2 * m)
-    daly = (2 * c * m) ** 0.5 * (1 + x**0.5 / 3 + x / 9) - c
-    assert ci.daly_interval(c, m) == pytest.approx(daly)
     assert ci.daly_interval(3 * m, m) == m  # C >= 2M: checkpoint once per MTBF
-    # The exact expectation of the model at R = 0: M(e^{(τ+C)/M} - 1)/τ - 1.
-    assert ci.expected_overhead(1000.0, c, m) == pytest.approx(m * np.expm1(1060 / m) / 1000 - 1)
+    assert ci.daly_interval(1860.0, 900.0) == 900.0
+    assert ci.daly_interval(1800.0, 900.0) == 900.0  # C = 2M exactly
+    # The exact expectation of the model at R = 0, M(e^{(τ+C)/M} - 1)/τ - 1, at τ = 1000 s:
+    # 10800·(e^{1060/10800} - 1)/1000 - 1, worked out apart from the code.
+    assert ci.expected_overhead(1000.0, c, m) == pytest.approx(0.113762950356, rel=1e-9)
 
 
 @pytest.mark.parametrize("mtbf", [1800.0, 3 * 3600.0, 86400.0])
@@ -215,31 +232,31 @@ def test_simulation_is_seeded() -> None:
     assert ci.study(60, 10800, seed=3) is ci.study(60, 10800, seed=3)  # metrics and curves share it
 
 
-def test_predict_is_fast_and_never_imports_torch() -> None:
+def test_predict_never_imports_torch() -> None:
+    """How fast predict is, is measured by benchmarks/; a hang ends at the subprocess's
+    timeout."""
     code = textwrap.dedent(
         """
-        import sys, io, json, contextlib, time
+        import sys, io, json, contextlib
         from playground.cli import main
         buf = io.StringIO()
-        started = time.perf_counter()
         with contextlib.redirect_stdout(buf):
             rc = main(["predict", "failure-resume", "-p", "mtbf=3h", "-p", "save_cost=60s", "--json"])
         assert rc == 0, rc
         assert "torch" not in sys.modules, "predict imported torch"
         m = {d["name"]: d.get("value") for d in json.loads(buf.getvalue())["metrics"]}
         print(json.dumps({k: m[k] for k in ("young_interval_s", "daly_interval_s",
-              "simulated_optimal_interval_s")}), time.perf_counter() - started)
+              "simulated_optimal_interval_s")}))
         """
     )
-    started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
     assert result.returncode == 0, result.stderr
-    doc = json.loads(result.stdout.split("} ")[0] + "}")
-    assert doc["young_interval_s"] == pytest.approx(1138.42, rel=1e-4)
-    assert doc["simulated_optimal_interval_s"] == pytest.approx(doc["daly_interval_s"], rel=0.05)
-    assert time.monotonic() - started < 30  # generous; the figure itself is in the report
+    doc = json.loads(result.stdout)
+    assert doc["young_interval_s"] == pytest.approx(1138.41995766, rel=1e-9)
+    assert doc["daly_interval_s"] == pytest.approx(1098.77132185, rel=1e-9)
+    assert doc["simulated_optimal_interval_s"] == pytest.approx(1098.77, rel=0.05)
 
 
 def test_html_export_plots_the_interval_curve_with_the_three_intervals(tmp_path: Path) -> None:
@@ -266,6 +283,13 @@ def test_html_export_plots_the_interval_curve_with_the_three_intervals(tmp_path:
         for name in ("young_interval_s", "daly_interval_s", "simulated_optimal_interval_s")
     }
     assert lines == list(m.values())
+    # Young's and Daly's lines where the formulas put them (C = 60 s, M = 3 h, worked out
+    # apart from the code), the simulated optimum near Daly's.
+    assert lines[:2] == pytest.approx([1138.41995766, 1098.77132185], rel=1e-9)
+    assert lines[2] == pytest.approx(1098.77, rel=0.05)
+    # The expected curve is the model's closed form, M·(e^{(τ+C)/M} − 1)/τ − 1, at each τ.
+    expected = [10800 * math.expm1((tau + 60) / 10800) / tau - 1 for tau in curve.x]
+    assert list(curve.lines.values())[1] == pytest.approx(expected, rel=1e-9)
     assert list(figure.data[0].x) == list(study.intervals)
     assert figure.layout.xaxis.type == "log"
     path = tmp_path / "interval.html"

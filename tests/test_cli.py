@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from cli_server import run_cli
-from conftest import metric_of
+from conftest import metric_of, tool
 
 PY = sys.executable
 
@@ -272,7 +271,6 @@ def test_other_algorithms_and_integer_data(algorithm: str, dtype: str) -> None:
 @pytest.mark.parametrize("kind", ["kill", "hang"])
 def test_failed_rank_is_named_and_nothing_is_left(kind: str) -> None:
     marker = f"PLAYGROUND_TEST_MARK={uuid.uuid4().hex}"
-    started = time.monotonic()
     out = playground(
         "run",
         "ring-allreduce",
@@ -285,24 +283,22 @@ def test_failed_rank_is_named_and_nothing_is_left(kind: str) -> None:
         "--fault",
         f"{kind}:rank=2,after=0.3s",
         env={"PLAYGROUND_TEST_MARK": marker.split("=", 1)[1]},
+        timeout=240,  # a detection that never comes ends here, not in an assert on the clock
     )
-    elapsed = time.monotonic() - started
     assert out.returncode == 1, out.stderr
     assert "rank 2" in out.stderr
     assert ("SIGKILL" if kind == "kill" else "stopped answering") in out.stderr
     assert "Traceback" not in out.stderr
-    assert elapsed < 60  # generous for a loaded CI machine; detection itself is timed in benchmarks
     time.sleep(0.2)
     assert processes_with(marker) == []
 
 
 @pytest.mark.ranks
-@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun not on PATH")
 def test_torchrun_path(tmp_path: Path) -> None:
     out_dir = tmp_path / "torchrun-out"
     result = subprocess.run(
         [
-            "torchrun",
+            tool("torchrun"),  # torch's, next to this interpreter (not looked up on PATH)
             "--standalone",
             "--nproc-per-node",
             "2",
@@ -330,10 +326,12 @@ def test_torchrun_path(tmp_path: Path) -> None:
 
 def test_layer_rules_hold() -> None:
     """docs/design.md's import rules, checked by import-linter's contracts in pyproject.toml."""
-    lint = shutil.which("lint-imports")
-    assert lint, "import-linter is part of the dev install"
     result = subprocess.run(
-        [lint], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[1]
+        [tool("lint-imports")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parents[1],
     )
     assert result.returncode == 0, result.stdout[-3000:]
 
@@ -379,11 +377,13 @@ def test_calibrate_one_rank_times_compute_and_no_link(tmp_path) -> None:
     model = json.loads(out.stdout)
     assert (model["alpha"], model["beta"]) == (1e-7, 1e-13)
     assert set(model["collective_scale"].values()) == {1.0}
-    assert model["rates"]["forward_flops_per_s"] > 0 and model["rates"]["sharded_adam_s"] >= 0
+    lessons = model["rates"]["lessons"]  # each lesson's own rates, by name (their probes)
+    assert model["rates"]["forward_flops_per_s"] > 0 and lessons["zero"]["sharded_adam_s"] >= 0
     assert model["rates"]["forward_s_per_element"] >= 0
     assert model["rates"]["adam_s_per_tensor"] > 0  # torch's Adam loops over tensors on a CPU
     # fp16 and bf16 blocks timed beside fp32's (mixed precision's compute before a run).
-    assert model["rates"]["fp16_slowdown"] > 0 and model["rates"]["bf16_slowdown"] > 0
+    assert lessons["mixed-precision"]["fp16_slowdown"] > 0
+    assert lessons["mixed-precision"]["bf16_slowdown"] > 0
 
 
 @pytest.mark.ranks
@@ -401,9 +401,11 @@ def test_calibrate_three_ranks_times_each_collective_between_computes(tmp_path) 
     )
     assert out.returncode == 0, out.stderr
     # A checkpoint timed as lesson 3 writes one, every rank at once: its fixed cost and
-    # the bandwidth its bytes see; the folders it wrote are gone.
-    rates = json.loads(out.stdout)["rates"]
-    assert 0 < rates["checkpoint_s"] < 1 and rates["disk_bytes_per_s"] > 0
+    # the bandwidth its bytes see (the lesson's own rates); the folders it wrote are gone.
+    rates = json.loads(out.stdout)["rates"]["lessons"]["failure-resume"]
+    # (measured, so only their sign and finiteness are asserted: no bound on the clock)
+    assert math.isfinite(rates["checkpoint_s"]) and rates["checkpoint_s"] > 0
+    assert math.isfinite(rates["disk_bytes_per_s"]) and rates["disk_bytes_per_s"] > 0
     assert not list(runs.glob("calibrate-checkpoint-*"))
     scales = json.loads(out.stdout)["collective_scale"]
     kinds = ("all_reduce", "reduce_scatter", "all_gather")

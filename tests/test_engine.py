@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 import pytest
 
@@ -45,8 +44,9 @@ def test_a_raising_rank_is_named() -> None:
 
 
 def test_hang_is_detected_and_every_rank_is_gone() -> None:
+    """A rank that stops answering ends the run (a detection that never came would hang
+    the test until pytest-timeout's bound, not fail an assert on the clock)."""
     pids: list[int] = []
-    started = time.monotonic()
     with pytest.raises(RunFailed) as info:
         launch(
             LaunchSpec(
@@ -58,7 +58,6 @@ def test_hang_is_detected_and_every_rank_is_gone() -> None:
         )
     assert info.value.rank == 2
     assert "stopped answering" in info.value.cause
-    assert time.monotonic() - started < 60
     assert len(pids) == 3 and _alive(pids) == []
 
 

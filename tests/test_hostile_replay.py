@@ -359,3 +359,58 @@ def test_the_saved_profile_declares_every_field_of_the_cost_model_and_its_rates(
     assert set(ComputeRates.__dataclass_fields__) <= set(RatesDoc.__struct_fields__)
     kept_out = {"details"}  # a calibration's raw points: not replayed
     assert set(CostModel.__dataclass_fields__) - kept_out <= set(ProfileDoc.__struct_fields__)
+
+
+# -- the rank bound (saved_types.Rank: below 2^20) -------------------------------------
+def _with(doc: dict[str, Any], where: str, rank: int) -> dict[str, Any]:
+    """`doc` (a 4-rank zero run) with `rank` written at `where`."""
+    doc = json.loads(json.dumps(doc))
+    if where == "measured[0].rank":
+        doc["measured"][0]["rank"] = rank
+    elif where == "measured[0].peer":
+        doc["measured"][0]["peer"] = rank
+    elif where == "marks[0].rank":
+        doc["marks"] = [{"t": 0.001, "kind": "failure", "label": "rank killed", "rank": rank}]
+    elif where == "counters[0].rank":
+        doc["counters"][0]["rank"] = rank
+    elif where == "profile.slow[0][0]":
+        doc["profile"]["slow"][0][0] = rank
+    return doc
+
+
+RANK_FIELDS = (
+    "measured[0].rank",
+    "measured[0].peer",
+    "marks[0].rank",
+    "counters[0].rank",
+    "profile.slow[0][0]",
+)
+
+
+@pytest.mark.parametrize("rank", [2**20, 2**40])
+@pytest.mark.parametrize("where", RANK_FIELDS)
+def test_a_rank_of_2_to_the_20_or_more_is_refused_where_it_is(
+    tmp_path: Path, where: str, rank: int
+) -> None:
+    """Issue 43: a rank anywhere in a saved run is below 2^20, refused at the field that
+    holds it before anything else reads the file (a mark or a counter of rank 2^30 outside
+    the world replayed once the bound was raised)."""
+    doc = json.loads((Path(__file__).parent / "data" / "zero-slow-4ranks.json").read_text())
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(_with(doc, where, rank)))
+    line = one_line_error(*cli("replay", str(path), "--json"))
+    assert f"$.{where}" in line and "1048575" in line, line
+
+
+def test_the_rank_bound_is_2_to_the_20() -> None:
+    """Just under the bound the schema lets a rank through (what reads it next decides);
+    at the bound it refuses."""
+    import msgspec
+
+    from playground.saved_schema import MarkDoc
+
+    mark = {"t": 0.0, "kind": "failure", "label": "x"}
+    assert msgspec.convert({**mark, "rank": 2**20 - 1}, MarkDoc).rank == 2**20 - 1
+    for rank in (2**20, 2**40):
+        with pytest.raises(msgspec.ValidationError, match="rank"):
+            msgspec.convert({**mark, "rank": rank}, MarkDoc)

@@ -158,11 +158,11 @@ async def test_escape_cancels_a_run_and_every_rank_is_gone(monkeypatch) -> None:
         await pilot.press("r")
         await wait_until(lambda: len(processes_with(marker, fork_server=False)) >= 2, timeout=30)
         await wait_until(lambda: "Running" in text_of(screen, "#status"), timeout=60)
-        cancelled_at = time.monotonic()
         await pilot.press("escape")
-        await wait_until(lambda: not screen.running, timeout=10)
-        await wait_until(lambda: not processes_with(marker, fork_server=False), timeout=10)
-        assert time.monotonic() - cancelled_at < 5
+        # Esc stops the ranks, not only the view: no rank left (within a bound that catches
+        # a hang, not a measure of speed).
+        await wait_until(lambda: not screen.running, timeout=30)
+        await wait_until(lambda: not processes_with(marker, fork_server=False), timeout=30)
         assert "Cancelled" in text_of(screen, "#status")
         assert isinstance(app.screen, LessonScreen)  # Esc cancelled, it did not leave
 

@@ -23,7 +23,6 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -76,10 +75,9 @@ def one_line(done: subprocess.CompletedProcess) -> str:
 @pytest.mark.parametrize("target", ["/dev/zero", "/dev/urandom"])
 def test_replay_of_a_link_to_a_device_is_one_line_at_once(tmp_path: Path, target: str) -> None:
     (tmp_path / "z.json").symlink_to(target)
-    started = time.monotonic()
+    # Reading the device until memory runs out would time out (or fail) here.
     line = one_line(playground("replay", str(tmp_path / "z.json"), timeout=20))
     assert "character device" in line
-    assert time.monotonic() - started < 10
 
 
 def test_replay_of_a_fifo_is_one_line_at_once(tmp_path: Path) -> None:
@@ -132,11 +130,9 @@ def test_a_hundred_thousand_metrics_replay_in_seconds(tmp_path: Path) -> None:
     ]
     path = tmp_path / "many.json"
     path.write_text(json.dumps(doc))
-    started = time.monotonic()
-    done = playground("replay", str(path), timeout=60)  # today's: killed at 120 s
+    done = playground("replay", str(path), timeout=60)  # quadratic rendering times out
     assert done.returncode == 0, done.stderr[-500:]
     assert done.stdout.count("\n") > 100_000
-    assert time.monotonic() - started < 30
 
 
 def test_a_document_past_the_schemas_limits_is_refused_before_it_is_decoded() -> None:
@@ -146,10 +142,8 @@ def test_a_document_past_the_schemas_limits_is_refused_before_it_is_decoded() ->
         + b",".join([span] * (MAX_OBJECTS + 1))
         + b"]}"
     )
-    started = time.monotonic()
     with pytest.raises(SavedRunError, match="objects"):
         saved_schema.decode(data, RunDoc)
-    assert time.monotonic() - started < 2
 
 
 def test_the_saved_timeline_docs_declare_the_timeline_fields_in_order() -> None:

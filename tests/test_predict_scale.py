@@ -5,17 +5,14 @@
 - The slow commands of the issue finish, lumped and saying so; Daly's interval
   is given for any save cost; values past any meaning are refused in one line.
 - Every lesson's `predict`, driven with arbitrary parameter strings within and
-  beyond each knob's bounds: exit 0, or exit 2 with one line; never a traceback,
-  never over 2 s (the one timing a test asserts, generous: these commands take
-  a fraction of that; their times are in benchmarks/predict_scale.py).
+  beyond each knob's bounds: exit 0, or exit 2 with one line; never a traceback.
+  How long they take is measured in benchmarks/predict_scale.py, not asserted here.
 """
 
 from __future__ import annotations
 
-import gc
 import json
 import math
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -223,10 +220,17 @@ def test_a_lesson_at_its_default_is_simulated_action_by_action(name: str) -> Non
 
 
 @pytest.mark.parametrize(
-    ("mtbf", "save_cost", "restart_cost"),
-    [("15m", "5m", "0s"), ("15m", "29m", "1m"), ("15m", "31m", "0s"), ("1ms", "1h", "1h")],
+    ("mtbf", "save_cost", "restart_cost", "daly"),
+    # Daly, √(2CM)·(1 + √x/3 + x/9) − C with x = C/(2M), worked out apart from the code
+    # below 2·MTBF (C = 300 s and 1740 s, M = 900 s); the MTBF itself from C = 2M on.
+    [
+        ("15m", "5m", "0s", 548.455199184),
+        ("15m", "29m", "1m", 799.829546632),
+        ("15m", "31m", "0s", 900.0),
+        ("1ms", "1h", "1h", 0.001),
+    ],
 )
-def test_daly_for_any_save_cost(mtbf: str, save_cost: str, restart_cost: str) -> None:
+def test_daly_for_any_save_cost(mtbf: str, save_cost: str, restart_cost: str, daly: float) -> None:
     """Daly's interval below 2·MTBF, τ = MTBF beyond it; the Monte-Carlo says what it capped."""
     pairs = [f"mtbf={mtbf}", f"save_cost={save_cost}", f"restart_cost={restart_cost}"]
     status, out, err = cli(
@@ -235,10 +239,7 @@ def test_daly_for_any_save_cost(mtbf: str, save_cost: str, restart_cost: str) ->
     assert status == 0, err
     doc = json.loads(out)
     m = {d["name"]: d.get("value") for d in doc["metrics"]}
-    c, mean = doc["params"]["save_cost"], doc["params"]["mtbf"]
-    assert m["daly_interval_s"] == pytest.approx(interval.daly_interval(c, mean))
-    if c >= 2 * mean:
-        assert m["daly_interval_s"] == mean
+    assert m["daly_interval_s"] == pytest.approx(daly, rel=1e-9)
     assert "monte_carlo_capped" in m  # these regimes are past the uncapped budget
 
 
@@ -322,6 +323,9 @@ def knob_values(knob: Knob, noisy: bool) -> st.SearchStrategy[str]:
         names = st.sampled_from(knob.choices)
         listed = st.lists(names, min_size=1, max_size=4).map(",".join)
         return st.one_of(names, listed, noise) if noisy else names
+    if knob.kind == "text":  # a short syntax: its own examples
+        examples = st.sampled_from(("auto", *getattr(knob, "examples", ())))
+        return st.one_of(examples, noise) if noisy else examples
     if knob.kind == "count":
         digits = st.integers(1, 10**16 if noisy else 10**15).map(str)
         suffixed = st.tuples(st.integers(1, 999), st.sampled_from("kMBT"))
@@ -366,25 +370,14 @@ def predict_commands(draw: st.DrawFn) -> list[str]:
     suppress_health_check=[HealthCheck.too_slow],
 )
 @given(predict_commands())
-def test_predict_exits_0_or_2_in_one_line_and_never_takes_2_seconds(args: list[str]) -> None:
-    # Time the command, not a collection of this test process's garbage. (What earlier
-    # modules left is frozen, tests/conftest.py: this collects this module's own objects.)
-    gc.collect()
-    started, cpu_started = time.perf_counter(), time.process_time()
+def test_predict_exits_0_or_2_in_one_line(args: list[str]) -> None:
+    """Any predict command ends in exit 0 (strict JSON with --json) or 2 (one line). How
+    long each takes is benchmarks/predict_scale.py's to measure (each command in a fresh
+    process, medians of several runs); a hang ends at pytest-timeout's bound."""
     status, out, err = cli(*args)  # an exception (a traceback) fails the test
-    cpu = time.process_time() - cpu_started
-    elapsed = time.perf_counter() - started
     assert status in (0, 2), (args, status, err)
     event(f"{args[1]}: exit {status}")
     if status == 2:
         assert out == "" and err.count("\n") == 1 and err.startswith("playground: error:"), err
     elif "--json" in args:
         json.loads(out)  # strict JSON
-    # The command's own seconds (this process's CPU time), not the wall clock's: this
-    # shared 2-core VM stalls for seconds at times (in one CI run the default `predict
-    # inference --json` took 2.8 s of wall time where it takes 0.3-0.4 s, and another
-    # example 4.5 s twice, which Hypothesis's own replay then ran well within 2 s).
-    # The wall clock only guards against a hang. benchmarks/predict_scale.py times
-    # each command in a fresh process, medians of several runs.
-    assert cpu < 2.0, (args, cpu, elapsed)
-    assert elapsed < 10.0, (args, cpu, elapsed)

@@ -67,8 +67,8 @@ def form_violations(screen: str, names: list[str]) -> list[str]:
     bad = []
     for line in screen.splitlines():
         cells = line.split("│")
-        if len(cells) < 3:
-            continue
+        if len(cells) < 3 or line.find("│") > 1:
+            continue  # the form's box starts at the left edge; below it, other panels
         for token in cells[1].split():
             if token not in names and any(token.startswith(n) for n in names):
                 bad.append(token)

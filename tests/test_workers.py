@@ -348,6 +348,7 @@ def test_snapshot_workers_tab_of_a_slowed_run(snap_compare, monkeypatch) -> None
         screen.open_path(str(SLOW_RUN.relative_to(Path.cwd())))
         await pilot.pause()
         await pilot.press("w")
+        await pilot.press("right")  # from the lesson's goal to the story, by the cursor
         waits = [
             s
             for s in screen.outcome.measured.spans

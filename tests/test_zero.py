@@ -389,6 +389,36 @@ async def test_lesson_screen_predicts_and_opens_a_saved_run(four_ranks, tmp_path
         assert (rows[0].group, rows[0].predicted, rows[1].predicted) == ("ddp", False, True)
 
 
+def test_shard_bytes_per_rank_written_out_for_3_ranks():
+    """A one-layer MiniGPT of hidden 35 (vocab 64, seq 16) over 3 ranks: units of 2,800
+    (embeddings: 64·35 + 16·35), 15,155 (a block: 12·35² + 13·35) and 2,310 (final
+    LayerNorm and head: 2·35 + 64·35) elements, Ψ = 20,265. even_split gives the
+    remainder to the first ranks: 2,800 = 934 + 933 + 933, 15,155 = 5,052 + 5,052 + 5,051,
+    2,310 = 770 · 3; so ranks hold 6,756, 6,755 and 6,754 elements (4 bytes each). Adam:
+    two fp32 moments per element held plus a 4-byte step count per unit (3)."""
+    from scenarios.zero.memory import predicted_rank_bytes
+
+    params = ZeroParams.parse(
+        {"ranks": "3", "layers": "1", "hidden": "35", "heads": "5", "vocab": "64"}, "run"
+    )
+    assert unit_numels(params) == [2_800, 15_155, 2_310]
+    optimizer = [6_756 * 8 + 12, 6_755 * 8 + 12, 6_754 * 8 + 12]
+    assert optimizer == [54_060, 54_052, 54_044]
+    zero3 = predicted_rank_bytes(params, "zero3")
+    assert zero3["params"] == [27_024, 27_020, 27_016]
+    assert zero3["grads"] == [27_024, 27_020, 27_016]
+    assert zero3["optimizer"] == optimizer
+    assert zero3["buffers"] == [2 * 15_155 * 4] * 3  # the largest unit gathered, its grads
+    zero2 = predicted_rank_bytes(params, "zero2")
+    assert zero2["params"] == [20_265 * 4] * 3  # every rank holds all the params
+    assert zero2["grads"] == [27_024, 27_020, 27_016]
+    assert zero2["optimizer"] == optimizer
+    assert zero2["buffers"] == [15_155 * 4] * 3  # one unit's gradient bucket
+    zero1 = predicted_rank_bytes(params, "zero1")
+    assert zero1["params"] == zero1["grads"] == [81_060] * 3
+    assert zero1["optimizer"] == optimizer
+
+
 def test_parameter_tensors_count_the_minigpt():
     """The shape's tensor count (FSDP2's per-tensor overheads scale with it) is the model's."""
     from runtime.engine.models import GPTConfig, MiniGPT
@@ -420,25 +450,30 @@ def test_fsdp2_estimate_adds_its_overheads_and_bytes():
     assert costs["F.fsdp2"] == pytest.approx(flops_f + tensors * 3e-4 + moved)
     assert costs["B.fsdp2"] == pytest.approx(flops_b + tensors * 3e-4 + 2 * moved)
     # The hand-made stages' Adam steps one flat tensor per unit, FSDP2's one fused Adam.
-    shard = params.psi / params.ranks
-    assert costs["opt.zero3"] == pytest.approx(TYPICAL_CPU.adam_seconds(shard, units))
-    fused = TYPICAL_CPU.adam_seconds(shard, 1)
-    assert costs["opt.fsdp2"] == pytest.approx(fused + tensors * 1.5e-4)
+    # Written out: Ψ = 30,080 over 4 ranks is 7,520 elements each, at 3 ns per element
+    # and 20 µs per tensor (TYPICAL_CPU); 4 units by hand, 1 fused tensor in FSDP2,
+    # which adds 1.5e-4 s per parameter tensor (29).
+    assert (params.psi, params.ranks, units, tensors) == (30_080, 4, 4, 29)
+    assert costs["opt.zero3"] == pytest.approx(7_520 * 3e-9 + 4 * 20e-6)  # 1.0256e-4 s
+    assert costs["opt.fsdp2"] == pytest.approx(7_520 * 3e-9 + 20e-6 + 29 * 1.5e-4)  # 4.39256e-3
     assert costs["opt.fsdp2.first"] == pytest.approx(costs["opt.fsdp2"] + tensors * 5e-3)
     first = [a for a in build(params).actions() if a.kind == "opt" and a.series == "fsdp2"]
     assert {a.cost_key for a in first if a.step == 0} == {"opt.fsdp2.first"}
     assert {a.cost_key for a in first if a.step == 1} == {"opt.fsdp2"}
-    slower = replace(TYPICAL_CPU, sharded_forward_s=1e-3)
+    from scenarios.zero.rates import ZeroRates  # the lesson's own rates
+
+    slower = TYPICAL_CPU.with_lesson(ZeroRates(sharded_forward_s=1e-3))
     assert estimate(params, replace(base, rates=slower)).compute["F.fsdp2"] > costs["F.fsdp2"]
 
 
 def test_sharded_overheads_fit():
-    from runtime.fit.calibration import sharded_overheads
+    from scenarios.zero.rates import fit  # the lesson's probe's fit
 
     rows = [[29.0, 0.03, 0.05, 0.01, 0.001, 0.002, 0.0005, 0.29]] * 3
-    fitted = sharded_overheads(rows)
-    assert fitted["sharded_forward_s"] == pytest.approx(0.029 / 29)
-    assert fitted["sharded_backward_s"] == pytest.approx(0.048 / 29)
-    assert fitted["sharded_adam_s"] == pytest.approx(0.0095 / 29)
-    assert fitted["sharded_first_adam_s"] == pytest.approx(0.01)
-    assert sharded_overheads([]) == {}
+    fitted = fit({"sharded": rows})
+    assert fitted is not None
+    assert fitted.sharded_forward_s == pytest.approx(0.029 / 29)
+    assert fitted.sharded_backward_s == pytest.approx(0.048 / 29)
+    assert fitted.sharded_adam_s == pytest.approx(0.0095 / 29)
+    assert fitted.sharded_first_adam_s == pytest.approx(0.01)
+    assert fit({"sharded": []}) is None
