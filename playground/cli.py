@@ -24,21 +24,15 @@ that need them.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
+from collections.abc import Callable
 
-from playground.budget import cmd_budget
-from playground.cli_help import (
-    cmd_completion,
-    complete,
-)
 from playground.cli_params import raw_params
-from playground.cli_parser import build_parser
 from playground.formatting import plain
 from playground.i18n import default_language, t
-from playground.report import check_outputs, dumps, report, report_calibration
 from playground.usage import UsageError
-from playground.worker_figures import check_settings
 from runtime.engine.rundirs import private_umask
 
 SHOW_MAX_RANKS = 256
@@ -46,6 +40,7 @@ SHOW_MAX_RANKS = 256
 
 # -- commands -------------------------------------------------------------------
 def cmd_list(args: argparse.Namespace) -> int:
+    from playground.report import dumps
     from scenarios.registry import lessons
 
     lang = default_language()
@@ -72,6 +67,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _list_params(args: argparse.Namespace, lang: str) -> int:
+    from playground.report import dumps
+
     """`list LESSON`: its parameters (playground.lesson_params), as text or data."""
     from playground.lesson_params import param_rows, params_text
     from playground.session import resolve
@@ -87,6 +84,7 @@ def _list_params(args: argparse.Namespace, lang: str) -> int:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from playground import session
+    from playground.report import check_outputs, report
 
     check_outputs(args)
     outcome = session.predict(args.scenario, raw_params(args), hardware=args.hardware)
@@ -95,6 +93,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from playground import session
+    from playground.report import check_outputs, report
     from runtime.engine.launch import RunFailed
 
     def announce(world: int) -> None:
@@ -124,6 +123,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from playground.report import check_outputs, report
     from playground.saved import replay
 
     check_outputs(args)
@@ -132,6 +132,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from playground.program_text import program_doc, program_lines
+    from playground.report import dumps
     from playground.session import resolve
 
     lesson, params = resolve(args.scenario, raw_params(args), "predict")
@@ -156,6 +157,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from playground import session
+    from playground.report import report_calibration
     from runtime.engine.launch import RunFailed
 
     if not 1 <= args.ranks <= 16:
@@ -188,16 +190,42 @@ COMMANDS = {
     "replay": cmd_replay,
     "show": cmd_show,
     "calibrate": cmd_calibrate,
-    "budget": cmd_budget,
-    "completion": cmd_completion,
+}
+# Commands that live in their own modules, imported only when asked for: the app's first
+# frame and `--help` do not pay for the budget guard, the cloud lab or the trace reader.
+ELSEWHERE = {
+    "budget": "playground.budget:cmd_budget",
+    "trace": "playground.kineto.command:cmd_trace",
+    "cloud": "playground.cloud:cmd_cloud",
+    "lab": "playground.lab_nodes:cmd_lab",
+    "progress": "playground.progress_cli:cmd_progress",
+    "completion": "playground.cli_help:cmd_completion",
 }
 
 
+def command(name: str) -> Callable[[argparse.Namespace], int]:
+    """The function that runs command `name`."""
+    if name in COMMANDS:
+        return COMMANDS[name]
+    module, function = ELSEWHERE[name].split(":")
+    return getattr(importlib.import_module(module), function)
+
+
 def main(argv: list[str] | None = None) -> int:
+    from playground.worker_figures import check_settings
+
     private_umask()  # what a command writes under the state dir is the user's alone
-    parser = build_parser()
-    complete(parser)  # a TAB asking (argcomplete): answered, then exit
-    args = parser.parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    if not given and "_ARGCOMPLETE" not in os.environ:
+        # The app alone: its first frame does not wait for every command's parser.
+        args = argparse.Namespace(command=None)
+    else:
+        from playground.cli_help import complete
+        from playground.cli_parser import build_parser
+
+        parser = build_parser()
+        complete(parser)  # a TAB asking (argcomplete): answered, then exit
+        args = parser.parse_args(given)
     if args.command in ("run", "calibrate"):  # commands that start ranks: SIGTERM as SIGINT
         from runtime.engine.spawn import end_on_sigterm
 
@@ -206,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         check_settings()  # PLAYGROUND_STRAGGLER_RATIO, in one line before anything runs
         if args.command is None:
             return _start_app()
-        status = COMMANDS[args.command](args)
+        status = command(args.command)(args)
         sys.stdout.flush()  # a closed pipe shows up here, not at exit
         return status
     except UsageError as exc:

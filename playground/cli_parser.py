@@ -21,8 +21,12 @@ from playground.cli_help import (
     lesson_names,
     param_pairs,
 )
+from playground.cloud import add_parser as add_cloud_parser
 from playground.formatting import plain
 from playground.i18n import default_language, t
+from playground.kineto.command import add_parser as add_trace_parser
+from playground.lab_nodes import add_parser as add_lab_parser
+from playground.progress_cli import add_parser as add_progress_parser
 from playground.usage import argparse_text
 
 
@@ -159,5 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
     _json_args(p, "what was measured as one JSON document")
     add_budget_parser(sub)  # lesson 0's budget guard: playground.budget
+    add_trace_parser(sub)  # a real job's profiler traces: playground.kineto
+    add_cloud_parser(sub)  # the lab on rented GPUs: playground.cloud
+    add_lab_parser(sub)  # two nodes on this machine: playground.lab_nodes
+    add_progress_parser(sub)  # each lesson's challenges: playground.progress_cli
     add_completion_parser(sub)
     return parser

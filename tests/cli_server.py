@@ -226,6 +226,10 @@ def _serve(address: str, parent: int) -> None:
     # What `python -m playground.cli` imports before it reads its arguments, and the
     # lessons every command looks up: imported once here, not once per command.
     import playground.cli  # noqa: F401
+    import playground.cli_help  # noqa: F401
+    import playground.cli_parser  # noqa: F401  (the commands' parser, built per command)
+    import playground.report  # noqa: F401
+    import playground.session  # noqa: F401
     import scenarios.registry  # noqa: F401
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
