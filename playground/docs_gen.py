@@ -55,6 +55,8 @@ WORDS = {
         "alias": "`{alias}` is another name for `{target}`.",
         "head": "| parameter | default | `run` | `predict` | meaning |",
         "group": "Shared knobs `{group}` (scenarios/shape.toml)",
+        "faults": "Faults `{group}`, off by default, folded in the app's form "
+        "(scenarios/fault_knobs.py)",
         "narrative": "Narrative",
         "shown": "Phases: {phases}",
         "quotes": "metric: {metric}",
@@ -80,6 +82,8 @@ WORDS = {
         "alias": "`{alias}` es otro nombre de `{target}`.",
         "head": "| parámetro | por defecto | `run` | `predict` | significado |",
         "group": "Parámetros compartidos `{group}` (scenarios/shape.toml)",
+        "faults": "Fallos `{group}`, desactivados por defecto, plegados en el formulario de "
+        "la app (scenarios/fault_knobs.py)",
         "narrative": "Narrativa",
         "shown": "Fases: {phases}",
         "quotes": "métrica: {metric}",
@@ -161,7 +165,8 @@ def lesson_page(lesson: Lesson, language: str) -> str:
     rows = param_rows(lesson, language)
     for group in dict.fromkeys(row.group for row in rows):
         if group is not None:
-            lines += ["", f"### {words['group'].format(group=group)}"]
+            heading = words["faults" if group == "faults" else "group"].format(group=group)
+            lines += ["", f"### {heading}"]
         lines += ["", *param_table([r for r in rows if r.group == group], language)]
     lines += ["", f"## {words['narrative']}"]
     for number, step in enumerate(lesson.narrative, 1):

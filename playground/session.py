@@ -136,7 +136,9 @@ def predict(
 ) -> Outcome:
     lesson, params = resolve(name, raw, "predict")
     model = select_model(hardware, backend, params.world_size, nearest=True)
-    model = lesson.prepare_model(params, model)
+    # A slow rank the lesson's own fault knobs ask for is predicted slowed, as `run` does.
+    slow = slow_factors(parse_faults(lesson.faults(params), params.world_size))
+    model = slowed(lesson.prepare_model(params, model), slow)
     predicted, metrics = lesson.predict(params, model)  # lumped where it would be slow
     more, curves = lesson.figures(params, model)
     return Outcome(lesson, params, model, predicted, metrics=[*metrics, *more], curves=curves)
@@ -196,7 +198,8 @@ def run(
         check_runs_root()  # a runs folder that is ours (or new), before anything is written
         if host is not None:  # an address of this machine, before any rank tries it
             check_host(host)
-        parsed_faults = parse_faults(faults or [], world)
+        # The lesson's fault knobs (the app's form) first, then the CLI's --fault specs.
+        parsed_faults = parse_faults([*lesson.faults(params), *(faults or [])], world)
         # Lessons with steps and checkpoints check step faults against their params.
         lesson.hooks.check_faults(params, parsed_faults)
     except ValueError as exc:

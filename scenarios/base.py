@@ -16,7 +16,9 @@ and ends with a `Lesson` that names them, with the rank entry
 
 Optional `Hooks`: `estimate` (the cost model's compute costs before any run
 has measured them), `check_faults` (which --fault specs the lesson can
-honour), `restart_policy` (restart like torchrun after a failure), `curves`
+honour), `faults_of` (the fault specs the lesson's own fault knobs ask for:
+scenarios.fault_knobs, the faults a learner causes from the app's form),
+`restart_policy` (restart like torchrun after a failure), `curves`
 (figures drawn beside the timeline, such as overhead versus checkpoint
 interval), `lump` (a prediction at a scale where simulating every Action
 would be slow: docs/design.md's "predict is cheap at any scale it accepts") and
@@ -213,6 +215,9 @@ class Hooks(Generic[P]):
     # and how it fits them into the lesson's own rates record (a LessonRates, read back
     # with `<Record>.of(model.rates)`); None: the generic rates (runtime.sim.compute) do.
     probes: LessonProbes | None = None
+    # The --fault specs its own fault knobs ask for (scenarios.fault_knobs; none when they
+    # are off): the session puts them before the CLI's, checked the same way.
+    faults_of: Callable[[P], list[str]] = lambda _params: []
 
 
 @dataclass(frozen=True)
@@ -284,6 +289,10 @@ class Lesson(Generic[P, R]):
             metrics = self.metrics(params, lumped.timeline, None)
         facts = [Metric("lumped", "flag", True), Metric("lumped_formula", "text", lumped.formula)]
         return lumped.timeline, [*metrics, *facts]
+
+    def faults(self, params: P) -> list[str]:
+        """The fault specs `params` ask for (Hooks.faults_of), before the CLI's --fault."""
+        return self.hooks.faults_of(params)
 
     def restart_policy(self, params: P) -> RestartPolicy | None:
         hook = self.hooks.restart_policy

@@ -21,8 +21,8 @@ of the run learns it right after the rendezvous and exits 2 with one line,
 before any work.
 
 Bad input exits 2 with one line, before any rendezvous (a parameter given twice,
-an --out that cannot be a directory). SIGTERM ends a rank with one line and
-status 143, as SIGINT would.
+an --out that cannot be a directory, a fault knob set: faults are `playground
+run`'s). SIGTERM ends a rank with one line and status 143, as SIGINT would.
 """
 
 from __future__ import annotations
@@ -101,6 +101,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{world_size} processes",
                 es=f"{lesson.params.ranks_field}={params.world_size} pero torchrun lanzó "
                 f"{world_size} procesos",
+            )
+        if asked := lesson.faults(params):  # the fault knobs: `playground run` injects them
+            raise ParamError(
+                None,
+                f"{', '.join(asked)}: a fault knob is honoured by `playground run`, not under "
+                "torchrun; leave it off here",
             )
     except (KeyError, ParamError) as exc:
         _error(exc.args[0] if exc.args else exc)

@@ -41,9 +41,10 @@ GOAL = Goal(
                 "Mate el rango 2 en el paso 12 y reanude perdiendo como mucho 2 pasos.",
             ),
             both(
-                "The form's fault (rank 2, step 12, kill); checkpoint_every decides the loss.",
-                "El fallo del formulario (rango 2, paso 12, kill); checkpoint_every decide la "
-                "pérdida.",
+                "In the form's faults: fault=kill, fault_rank=2, fault_step=12; "
+                "checkpoint_every decides the loss.",
+                "En los fallos del formulario: fault=kill, fault_rank=2, fault_step=12; "
+                "checkpoint_every decide la pérdida.",
             ),
             lambda f: (
                 _restarted(f)
@@ -69,8 +70,8 @@ GOAL = Goal(
                 "ejecución sin interrupción? (yes/no)",
             ),
             both(
-                "Answer, then run with a fault from the form.",
-                "Responda y ejecute con un fallo del formulario.",
+                "Answer, then run with fault=kill (the form's faults).",
+                "Responda y ejecute con fault=kill (los fallos del formulario).",
             ),
             _restarted,
             both("Yes.", "Sí (yes)."),
@@ -94,8 +95,8 @@ GOAL = Goal(
                 "Checkpoints cada 5 pasos y una muerte en el paso 12: ¿cuántos pasos se pierden?",
             ),
             both(
-                "Answer, then run checkpoint_every=5 with the form's fault at step 12.",
-                "Responda y ejecute checkpoint_every=5 con el fallo del formulario en el paso 12.",
+                "Answer, then run checkpoint_every=5 with fault=kill, fault_step=12.",
+                "Responda y ejecute checkpoint_every=5 con fault=kill, fault_step=12.",
             ),
             lambda f: _restarted(f) and f.params.checkpoint_every == 5,
             both("2.", "2."),

@@ -147,6 +147,7 @@ HOOKS = Hooks(
     # the executor's Python between a step's actions counts
     refinement=Refinement(gaps="measured", measures="step and checkpoint costs"),
     probes=PROBES,  # a checkpoint's cost (scenarios.failure_resume.rates)
+    faults_of=lambda params: params.faults.specs(),  # the form's (scenarios.fault_knobs)
 )
 LESSON = Lesson(
     "failure-resume", 3, TEXTS, ResumeParams, ResumeResult, build, metrics, RANK_ENTRY, HOOKS

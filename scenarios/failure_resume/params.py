@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from scenarios.base import RankResult
+from scenarios.fault_knobs import StepFault
 from scenarios.params import Mode, ParamError, Params, choice, duration, integer
 from scenarios.shape import FP32, GPTShape
 
@@ -29,6 +30,8 @@ class ResumeParams(Params):
     checkpoint_every: int = integer(5, 1)
     max_restarts: int = integer(3, 0, 10)
     sharding: str = choice("ddp", ("ddp", "zero1"))
+    # A kill or hang the form can cause (off by default): -> kill:rank=2,step=12.
+    faults: StepFault = StepFault()
     model: GPTShape = GPTShape(
         layers=2, hidden=32, heads=2, seq=16, vocab=32, run_limit=MAX_RUN_PARAMETERS
     )
@@ -65,6 +68,7 @@ class ResumeParams(Params):
                 f"batch={self.batch}: must be a multiple of microbatches={m}",
                 es=f"batch={self.batch}: debe ser múltiplo de microbatches={m}",
             )
+        self.faults.check_within(self.ranks, self.steps)
         # Any save_cost and restart_cost, whatever mtbf: Daly's interval holds for
         # C < 2M and is M beyond (scenarios.failure_resume.interval), and the Monte-Carlo
         # that checks it caps its own work.

@@ -105,10 +105,12 @@ GOAL = Goal(
                 "Provoque un desbordamiento y vea la escala bajar a la mitad.",
             ),
             both(
+                "overflow_step=3 in the form's faults (an inf in step 3's gradients); or "
                 "precision=fp16, growth_interval=1, steps=40: the scale doubles until a "
                 "gradient overflows.",
-                "precision=fp16, growth_interval=1, steps=40: la escala se duplica hasta que un "
-                "gradiente desborda.",
+                "overflow_step=3 en los fallos del formulario (un inf en los gradientes del "
+                "paso 3); o precision=fp16, growth_interval=1, steps=40: la escala se duplica "
+                "hasta que un gradiente desborda.",
             ),
             lambda f: f.ran and _skips(f) >= 1,
             both(

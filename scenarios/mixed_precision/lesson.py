@@ -146,6 +146,7 @@ HOOKS = Hooks(
     # The model refined after a run leaves step 1 out, as step_s does (a warm-up).
     warmup_steps=lambda params: timing.warmup_steps(params.steps),
     probes=PROBES,  # fp16's and bf16's slowdowns (scenarios.mixed_precision.rates)
+    faults_of=lambda params: params.faults.specs(),  # the form's (scenarios.fault_knobs)
 )
 LESSON = Lesson(
     "mixed-precision", 6, TEXTS, MixedParams, MixedResult, build, report.metrics, RANK_ENTRY, HOOKS

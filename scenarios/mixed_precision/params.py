@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from scenarios.fault_knobs import Overflow, refused
 from scenarios.params import KNOB, Knob, Mode, ParamError, Params, choice, choices, integer, size
 from scenarios.shape import GPTShape
 
@@ -39,6 +40,8 @@ class MixedParams(Params):
     steps: int = integer(8, 1, 50, 1_000_000)
     ranks: int = integer(2, 2, 8, 1 << 20)
     implementation: str = choice("both", (*IMPLEMENTATIONS, "both"))
+    # An overflow the form can cause (overflow_step 0: none): -> overflow:step=K,rank=R.
+    faults: Overflow = Overflow()
     model: GPTShape = GPTShape(
         layers=4, hidden=64, heads=4, seq=32, vocab=128, run_limit=MAX_RUN_PARAMETERS
     )
@@ -66,6 +69,9 @@ class MixedParams(Params):
                 f"value={self.value}: a finite number (the format explorer)",
                 es=f"value={self.value}: un número finito (el explorador de formatos)",
             )
+        self.faults.check_within(self.ranks, self.steps)
+        if self.faults.overflow_step and "fp16" not in self.precision:
+            raise refused("overflow_step", "overflow_fp16", value=self.faults.overflow_step)
         first = self.first_bucket_cap
         if first and not KiB <= first <= self.bucket_cap:
             raise ParamError(

@@ -164,6 +164,7 @@ HOOKS = Hooks(
     refinement=Refinement(gaps="measured"),
     check_faults=check_faults,
     warmup_steps=lambda _params: WARMUP_ITERATIONS,
+    faults_of=lambda params: params.faults.specs(),  # the form's (scenarios.fault_knobs)
 )
 LESSON = Lesson(
     "ring-allreduce", 1, TEXTS, RingParams, RingResult, build, metrics, RANK_ENTRY, HOOKS

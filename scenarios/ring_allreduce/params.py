@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scenarios.base import RankResult
+from scenarios.fault_knobs import SlowRank, refused
 from scenarios.params import Mode, ParamError, Params, choice, integer, size
 
 DTYPE_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
@@ -36,6 +37,8 @@ class RingParams(Params):
     algorithm: str = choice("ring", ("ring", "tree", "builtin"))
     dtype: str = choice("float32", tuple(DTYPE_BYTES))
     repeat: int = integer(3, 1, 50)
+    # A straggler the form can cause (slow_factor 1: none): -> slow:rank=R,factor=F.
+    faults: SlowRank = SlowRank()
 
     def check(self, mode: Mode) -> None:
         if self.size % self.itemsize:
@@ -45,6 +48,15 @@ class RingParams(Params):
                 f"({self.itemsize} bytes each)",
                 es=f"size={self.size}: debe ser un número entero de elementos {self.dtype} "
                 f"({self.itemsize} bytes cada uno)",
+            )
+        self.faults.check_within(self.ranks)
+        if self.faults.on and not self.stepwise:
+            # Inside torch's all_reduce the reduction is gloo's: nothing a rank can slow.
+            raise refused(
+                "slow_factor",
+                "slow_stepwise",
+                value=f"{self.faults.slow_factor:g}",
+                most=STEPWISE_MAX_RANKS,
             )
 
     @property
