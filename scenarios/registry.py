@@ -23,11 +23,12 @@ import importlib
 from collections.abc import Iterator, Mapping
 
 from scenarios.base import Lesson, LessonInfo
+from scenarios.texts import load_texts
 
 # Each built lesson's name, in course order; its package is the name with "_" for "-"
 # (scenarios/ring_allreduce/). A command imports only the lesson it names (all eight
-# took 80 ms of every `playground` command's start); the home screen, which lists them
-# all, imports them all.
+# took 80 ms of every `playground` command's start); the home screen lists them all from
+# their texts.toml, importing none.
 NAMES: tuple[str, ...] = (
     "why-distribute",
     "ring-allreduce",
@@ -116,7 +117,15 @@ def get_lesson(name: str) -> Lesson:
 
 
 def lessons() -> list[LessonInfo]:
-    """Every lesson of the unit, in course order, built or still to come."""
-    built = [lesson.info for lesson in LESSONS.values()]
+    """Every lesson of the unit, in course order, built or still to come. A course
+    lesson's line is read from its texts.toml without importing its package (the home
+    screen's first frame waits for none of the eight); its number is its place in NAMES,
+    which each package's LESSON repeats (tests/test_contract.py checks they agree)."""
+    built = [_info(number, name) for number, name in enumerate(NAMES)]
     planned = [info for info in PLANNED if info.scenario not in LESSONS]
     return sorted(built + planned, key=lambda info: info.lesson)
+
+
+def _info(number: int, name: str) -> LessonInfo:
+    texts = load_texts(package_of(name))
+    return LessonInfo(number, name, texts.title, texts.summary, True)

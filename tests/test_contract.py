@@ -207,3 +207,11 @@ def test_a_lessons_probes_are_its_own_and_name_functions_of_its_package() -> Non
                 if isinstance(node, ast.FunctionDef)
             }
             assert defined.get(function) == ["rank", "world_size"], (lesson.name, probe.entry)
+
+
+def test_the_home_screens_lines_are_each_lessons_own() -> None:
+    """scenarios.registry.lessons() reads the lines from texts.toml without importing the
+    lessons: they must be what each package's LESSON says (its number, title, summary)."""
+    from scenarios.registry import NAMES, lessons
+
+    assert lessons() == [LESSONS[name].info for name in NAMES]

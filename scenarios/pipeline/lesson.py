@@ -23,6 +23,7 @@ Imports: runtime's pure part and the lesson contract (the UI imports this).
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 from runtime.fit.after_run import Refinement
 from runtime.sim import formulas
@@ -46,7 +47,11 @@ TEXTS = load_texts(__package__)  # scenarios/pipeline/texts.toml
 
 
 # -- program --------------------------------------------------------------------------------
+@lru_cache(maxsize=4)
 def build(params: PipelineParams) -> Program:
+    """The Program of every schedule asked, one after another. Kept for the same params:
+    `metrics` reads it again after the prediction (a Program is never changed once built),
+    and at 256 microbatches building it is most of `predict`'s time."""
     return schedules.build_many([(s, params.shape(s)) for s in params.schedule])
 
 

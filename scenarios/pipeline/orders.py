@@ -3,7 +3,7 @@
 The heart of lesson 5, apart from the Actions it becomes: for each rank, the
 list of its compute slots in the order it runs them. scenarios.pipeline
 .schedules turns these lists into Programs (adding the receives and sends
-around each slot); the lesson's narrative follows `phase_of`.
+around each slot); the lesson's narrative follows `phases_of`.
 
 A "slot" is one unit of a rank's work: ("F" | "B" | "W", chunk, microbatch).
 Vocabulary (docs/references.md, "Pipeline schedules"): p ranks, m
@@ -108,18 +108,16 @@ ORDERS: dict[str, Callable[[Knobs, int], list[Slot]]] = {
 }
 
 
-def phase_of(schedule: str, index: int, order: list[Slot]) -> str:
-    """The lesson phase of a rank's index-th slot (the narrative follows it)."""
+def phases_of(schedule: str, order: list[Slot]) -> list[str]:
+    """The lesson phase of each of a rank's slots, in order (the narrative follows it):
+    one pass over the order, not one per slot."""
     if schedule == "gpipe":
-        return "forward" if order[index][0] == "F" else "backward"
-    if schedule == "interleaved":
-        return "interleaved"
-    if schedule == "zb-h1":
-        return "zero-bubble"
+        return ["forward" if slot[0] == "F" else "backward" for slot in order]
+    if schedule in ("interleaved", "zb-h1"):
+        return ["interleaved" if schedule == "interleaved" else "zero-bubble"] * len(order)
     first_b = next(i for i, slot in enumerate(order) if slot[0] != "F")
     last_f = max(i for i, slot in enumerate(order) if slot[0] == "F")
-    if index < first_b:
-        return "warmup"
-    if index > last_f:
-        return "cooldown"
-    return "steady"
+    return [
+        "warmup" if index < first_b else "cooldown" if index > last_f else "steady"
+        for index in range(len(order))
+    ]

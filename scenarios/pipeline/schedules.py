@@ -42,7 +42,7 @@ from typing import Any
 from runtime.sim.effects import NO_EFFECTS, NONBLOCKING
 from runtime.sim.program import Action, Program, barriers
 from scenarios.params import ParamError
-from scenarios.pipeline.orders import ORDERS, Slot, phase_of
+from scenarios.pipeline.orders import ORDERS, Slot, phases_of
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 MAX_MICROBATCHES = 256
@@ -130,8 +130,7 @@ def build(schedule: str, shape: Shape, *, prefix: str = "") -> Program:
     program = Program(shape.stages, name=f"{prefix}{schedule}")
     for rank in range(shape.stages):
         order = ORDERS[schedule](shape, rank)
-        for index, slot in enumerate(order):
-            phase = phase_of(schedule, index, order)
+        for slot, phase in zip(order, phases_of(schedule, order), strict=True):
             program.extend(slot_actions(schedule, shape, rank, slot, phase, prefix))
     program.validate()
     check_complete(schedule, shape, program)
