@@ -57,8 +57,10 @@ GOAL = Goal(
                 "11 o 12.",
             ),
             both(
-                "The steps since the last checkpoint are redone: 12 − 10 = 2 with a save every 5.",
-                "Se rehacen los pasos desde el último checkpoint: 12 − 10 = 2 guardando cada 5.",
+                "The steps completed since the last checkpoint are lost: 11 − 10 = 1 with a save "
+                "every 5 (step 12, killed half-way, was never done).",
+                "Se pierden los pasos completados desde el último checkpoint: 11 − 10 = 1 "
+                "guardando cada 5 (el paso 12, matado a medias, nunca se completó).",
             ),
             minutes=10,
         ),
@@ -99,10 +101,12 @@ GOAL = Goal(
                 "Responda y ejecute checkpoint_every=5 con fault=kill, fault_step=12.",
             ),
             lambda f: _restarted(f) and f.params.checkpoint_every == 5,
-            both("2.", "2."),
+            both("1.", "1."),
             both(
-                "Saved after step 10; steps 11 and 12 are redone.",
-                "Guardado tras el paso 10; se rehacen 11 y 12.",
+                "Saved after step 10; step 11 was done and is lost; step 12, killed half-way, "
+                "is redone but was never done: lost_steps counts completed work.",
+                "Guardado tras el paso 10; el 11 se completó y se pierde; el 12, matado a "
+                "medias, se rehace pero nunca se completó: lost_steps cuenta trabajo terminado.",
             ),
             ask=Ask(
                 both("Lost steps:", "Pasos perdidos:"),
