@@ -121,7 +121,7 @@ def lessons() -> list[LessonInfo]:
     lesson's line is read from its texts.toml without importing its package (the home
     screen's first frame waits for none of the eight); its number is its place in NAMES,
     which each package's LESSON repeats (tests/test_contract.py checks they agree)."""
-    built = [_info(number, name) for number, name in enumerate(NAMES)]
+    built = [_info(NAMES.index(name), name) for name in LESSONS]
     planned = [info for info in PLANNED if info.scenario not in LESSONS]
     return sorted(built + planned, key=lambda info: info.lesson)
 
