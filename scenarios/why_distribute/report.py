@@ -165,8 +165,8 @@ def plan_metrics(params: WhyParams) -> list[Metric]:
         Metric("step_s", "s", None, best.step_s, "recommended"),
         Metric("train_days", "number", None, best.train_days),
         Metric("train_days_rule_of_thumb", "number", rule / 86400),
-        Metric("mfu", "ratio", None, best.mfu, "recommended"),
-        Metric("hfu", "ratio", None, best.hfu, "recommended"),
+        Metric("mfu", "fraction", None, best.mfu, "recommended"),
+        Metric("hfu", "fraction", None, best.hfu, "recommended"),
         Metric("model_tflops_per_gpu", "number", None, best.mfu * best.peak / 1e12, "recommended"),
         Metric(
             "hardware_tflops_per_gpu", "number", None, best.hfu * best.peak / 1e12, "recommended"
