@@ -390,7 +390,11 @@ def test_rank_folder_reads_back_through_playground_trace(
 
 
 @pytest.mark.skipif(
-    __import__("importlib").util.find_spec("hta") is None, reason="HTA not installed"
+    any(
+        __import__("importlib").util.find_spec(m) is None
+        for m in ("hta", "pandas", "networkx", "pydot")
+    ),
+    reason="HTA (with pandas, networkx, pydot) not installed",
 )
 def test_rank_folder_loads_in_holistic_trace_analysis(
     pipeline_run: session.Outcome, tmp_path: Path

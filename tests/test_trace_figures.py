@@ -116,7 +116,10 @@ def test_collectives_of_a_moe_style_job_keep_their_kinds() -> None:
         assert {c.mechanism for c in found if c.kind == "all_to_all"} == {None}
 
 
-@pytest.mark.skipif(importlib.util.find_spec("hta") is None, reason="HTA not installed")
+@pytest.mark.skipif(
+    any(importlib.util.find_spec(m) is None for m in ("hta", "pandas", "networkx", "pydot")),
+    reason="HTA (with pandas, networkx, pydot) not installed",
+)
 @pytest.mark.parametrize("name", sorted(HTA_0_5_0))
 def test_hta_itself_agrees(name: str, tmp_path: Path) -> None:
     from hta.trace_analysis import TraceAnalysis
