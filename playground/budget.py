@@ -64,7 +64,6 @@ from scenarios.why_distribute.ledger import LedgerError
 from scenarios.why_distribute.phrases import money, phrase
 
 REFUSED = 3  # the guard's exit status when it refuses or kills
-estimate = estimate_of  # budget.estimate, as cloud plan and cloud launch call it
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -48,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from playground import budget
+from playground import budget, budget_estimate
 from playground.cloud_plan import REMOTE_OUT, Plan, check_task, read_plan, sky_command
 from playground.formatting import plain
 from playground.guard import Guard, Outcome
@@ -98,17 +98,17 @@ def launch(args: argparse.Namespace, language: str) -> int:
     task = check_task(folder, plan)
     sky = sky_command()
     options = _estimate_args(plan, args)
-    budget.check_numbers(options)
+    budget_estimate.check_numbers(options)
     clock = budget.billing_clock()
-    estimate = budget.estimate(options, spending=True)
+    estimate = budget_estimate.estimate(options, spending=True)
     what = f"cloud launch {plan.cluster}: {plan.lesson} on {plan.count}x {plan.gpu}"
     with Guard() as guard:
         with ledger_lock.locked() as held:
-            budget.report_bad(held.book, language)
-            verdict = budget.verdict_for(options, estimate, held.book, language)
+            budget_estimate.report_bad(held.book, language)
+            verdict = budget_estimate.verdict_for(options, estimate, held.book, language)
             limit = verdict.budget
-            note = budget.stale_note(options, language)
-            print(budget.with_note(sentence(verdict, language), note), flush=True)
+            note = budget_estimate.stale_note(options, language)
+            print(budget_estimate.with_note(sentence(verdict, language), note), flush=True)
             if guard.received is not None:
                 held.append(budget.ledger_line(what, estimate, "interrupted",
                                                budget.signame(guard.received)))  # fmt: skip

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import msgspec
 
-from playground import budget
+from playground import budget, budget_estimate
 from playground.formatting import plain
 from playground.i18n import t
 from playground.usage import UsageError
@@ -119,14 +119,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def plan(args: argparse.Namespace, language: str) -> int:
     """`cloud plan`: the sentence, then the folder (or exit 3 and nothing written)."""
     args.from_plan, args.allow_stale = None, True  # a plan spends nothing: a warning only
-    budget.check_numbers(args)
+    budget_estimate.check_numbers(args)
     if not 1 <= args.per_node <= 16 or args.count % args.per_node:
         raise UsageError.said("cloud.per_node", "per_node", per_node=args.per_node,
                               count=args.count)  # fmt: skip
     lesson_params = _lesson_params(args)
-    estimate = budget.estimate(args, spending=False)
+    estimate = budget_estimate.estimate(args, spending=False)
     verdict = _verdict(args, estimate)
-    print(budget.with_note(sentence(verdict, language), budget.stale_note(args, language)))
+    print(
+        budget_estimate.with_note(
+            sentence(verdict, language), budget_estimate.stale_note(args, language)
+        )
+    )
     if not verdict.accepted:
         return budget.REFUSED
     folder = Path(args.out or f"lab-{args.scenario}-{args.gpu}x{args.count}")
@@ -190,7 +194,7 @@ def write(folder: Path, args: argparse.Namespace, params: list[str], estimate: E
     make_private_dir(folder, tighten=False)
     sentences = {lang: sentence(verdict, lang) for lang in ("en", "es")}
     estimate_text = "".join(
-        f"{budget.with_note(sentences[lang], budget.stale_note(args, lang))}\n"
+        f"{budget_estimate.with_note(sentences[lang], budget_estimate.stale_note(args, lang))}\n"
         for lang in ("es", "en")
     )
     write_text_atomic(folder / TASK_FILE, yaml_text)
