@@ -143,10 +143,11 @@ class PlaygroundApp(BilingualBindings, App[None]):
     def on_home_screen_lesson_chosen(self, message: HomeScreen.LessonChosen) -> None:
         self.open_lesson(message.scenario)
 
-    def action_open_trace(self) -> None:
+    def action_open_trace(self, paths: list[str] | None = None) -> None:
+        """The trace screen, reading `paths` at once if given (a lesson's open box)."""
         from playground.screens.trace import TraceScreen  # at first use: not before the first frame
 
-        self.push_screen(TraceScreen(self.language).data_bind(PlaygroundApp.language))
+        self.push_screen(TraceScreen(self.language, paths).data_bind(PlaygroundApp.language))
 
     def open_lesson(self, name: str) -> None:
         screen = lesson_screen()(get_lesson(name), pool=self.pool, metrics=self.metrics)

@@ -23,6 +23,7 @@ from playground import session
 from playground.export import html as html_export
 from playground.export.chrome_trace import trace_events, write_trace
 from playground.export.html import write_html
+from playground.outcome import Outcome
 from runtime.sim.trace import Mark, Timeline
 from scenarios.metrics import Metric
 
@@ -37,12 +38,12 @@ def _stretched(timeline: Timeline, factor: float) -> Timeline:
 
 
 @pytest.fixture
-def predicted() -> session.Outcome:
+def predicted() -> Outcome:
     return session.predict("ring-allreduce", {"ranks": "4"}, hardware="cpu-default")
 
 
 @pytest.fixture
-def measured(predicted: session.Outcome) -> session.Outcome:
+def measured(predicted: Outcome) -> Outcome:
     timeline = _stretched(predicted.predicted, 1.1)
     timeline.marks = [
         Mark(t=timeline.end / 2, kind="checkpoint", label="ckpt 1"),
@@ -69,7 +70,7 @@ def _figure_data(page: str) -> list[dict[str, Any]]:
 # -- HTML -------------------------------------------------------------------------------
 
 
-def test_html_is_one_offline_file(measured: session.Outcome, tmp_path: Path) -> None:
+def test_html_is_one_offline_file(measured: Outcome, tmp_path: Path) -> None:
     out = tmp_path / "run.html"
     write_html(measured, out)
     page = out.read_text(encoding="utf-8")
@@ -80,7 +81,7 @@ def test_html_is_one_offline_file(measured: session.Outcome, tmp_path: Path) -> 
     assert [p.name for p in tmp_path.iterdir()] == ["run.html"]  # no temp file left behind
 
 
-def test_html_one_bar_trace_per_row_and_kind(measured: session.Outcome, tmp_path: Path) -> None:
+def test_html_one_bar_trace_per_row_and_kind(measured: Outcome, tmp_path: Path) -> None:
     out = tmp_path / "run.html"
     write_html(measured, out)
     bars = [t for t in _figure_data(out.read_text(encoding="utf-8")) if t["type"] == "bar"]
@@ -100,7 +101,7 @@ def test_html_one_bar_trace_per_row_and_kind(measured: session.Outcome, tmp_path
     assert {y for trace in bars for y in trace["y"]} == {f"rank {r}" for r in range(4)}
 
 
-def test_html_hover_has_the_prediction_error(measured: session.Outcome) -> None:
+def test_html_hover_has_the_prediction_error(measured: Outcome) -> None:
     data = _figure_data(html_export.render_html(measured))
     measured_bars = [t for t in data if t["type"] == "bar" and t.get("yaxis", "y") == "y"]
     hover = measured_bars[0]["hovertext"][0]
@@ -109,7 +110,7 @@ def test_html_hover_has_the_prediction_error(measured: session.Outcome) -> None:
     assert "action: " in hover and "duration: " in hover
 
 
-def test_html_has_header_and_metrics(measured: session.Outcome) -> None:
+def test_html_has_header_and_metrics(measured: Outcome) -> None:
     page = html_export.render_html(measured)
     assert measured.lesson.title["en"] in page
     assert measured.lesson.title["es"] in page
@@ -121,7 +122,7 @@ def test_html_has_header_and_metrics(measured: session.Outcome) -> None:
     assert "4MiB" in page  # the size param, as the learner typed it
 
 
-def test_html_holds_the_headline_to_the_error_budget(measured: session.Outcome) -> None:
+def test_html_holds_the_headline_to_the_error_budget(measured: Outcome) -> None:
     """After a run, the lesson's headline time measured, predicted before the run and
     after it, each error marked against its budget; nothing before a run."""
     metrics = [
@@ -138,7 +139,7 @@ def test_html_holds_the_headline_to_the_error_budget(measured: session.Outcome) 
     assert caption not in html_export.render_html(dataclasses.replace(measured, measured=None))
 
 
-def test_html_escapes_every_hostile_string(measured: session.Outcome, tmp_path: Path) -> None:
+def test_html_escapes_every_hostile_string(measured: Outcome, tmp_path: Path) -> None:
     assert measured.measured is not None
     spans = list(measured.measured.spans)
     spans[0] = dataclasses.replace(spans[0], label=HOSTILE, kind="<b>kind</b>")
@@ -167,7 +168,7 @@ def test_html_escapes_every_hostile_string(measured: session.Outcome, tmp_path: 
     assert not any("<script" in t for t in texts)
 
 
-def test_html_predict_only_has_one_row(predicted: session.Outcome, tmp_path: Path) -> None:
+def test_html_predict_only_has_one_row(predicted: Outcome, tmp_path: Path) -> None:
     out = tmp_path / "predict.html"
     write_html(predicted, out)
     page = out.read_text(encoding="utf-8")
@@ -180,7 +181,7 @@ def test_html_predict_only_has_one_row(predicted: session.Outcome, tmp_path: Pat
 # -- Chrome trace -----------------------------------------------------------------------
 
 
-def test_trace_structure_and_counts(measured: session.Outcome, tmp_path: Path) -> None:
+def test_trace_structure_and_counts(measured: Outcome, tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     write_trace(measured, out)
     doc = json.loads(out.read_text(encoding="utf-8"))
@@ -209,7 +210,7 @@ def test_trace_structure_and_counts(measured: session.Outcome, tmp_path: Path) -
     assert {e["s"] for e in instants} == {"p", "t"}
 
 
-def test_trace_span_fields_in_microseconds(measured: session.Outcome) -> None:
+def test_trace_span_fields_in_microseconds(measured: Outcome) -> None:
     span = measured.predicted.spans[-1]
     (event,) = [
         e
@@ -234,7 +235,7 @@ def test_trace_span_fields_in_microseconds(measured: session.Outcome) -> None:
     assert measured_event["args"]["prediction_error"] == pytest.approx(0.1 / 1.1, rel=1e-4)
 
 
-def test_trace_predict_only(predicted: session.Outcome) -> None:
+def test_trace_predict_only(predicted: Outcome) -> None:
     events = trace_events(predicted)["traceEvents"]
     assert {e["pid"] for e in events} == {2}
     assert sum(e["ph"] == "X" for e in events) == len(predicted.predicted.spans)
@@ -245,7 +246,7 @@ def test_trace_predict_only(predicted: session.Outcome) -> None:
 
 @pytest.mark.parametrize("write", [write_html, write_trace], ids=["html", "trace"])
 def test_writes_are_atomic(
-    write: Any, measured: session.Outcome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    write: Any, measured: Outcome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failure mid-write leaves no file, or the old one untouched, and no temp file."""
     fresh, existing = tmp_path / "fresh.out", tmp_path / "existing.out"
@@ -332,7 +333,7 @@ def test_series_run_one_after_the_other_are_parted_and_named() -> None:
 
 
 @pytest.fixture
-def pipeline_run() -> session.Outcome:
+def pipeline_run() -> Outcome:
     predicted = session.predict("pipeline", {}, hardware="cpu-default")
     return dataclasses.replace(
         predicted, measured=_stretched(predicted.predicted, 1.1), backend="gloo"
@@ -340,7 +341,7 @@ def pipeline_run() -> session.Outcome:
 
 
 def test_rank_folder_carries_distributed_info_and_flows(
-    pipeline_run: session.Outcome, tmp_path: Path
+    pipeline_run: Outcome, tmp_path: Path
 ) -> None:
     folder = tmp_path / "trace"
     write_trace(pipeline_run, f"{folder}/")
@@ -364,12 +365,15 @@ def test_rank_folder_carries_distributed_info_and_flows(
     spans = [e for d in docs.values() for e in d["traceEvents"] if e["ph"] == "X"]
     assert len(spans) == len(pipeline_run.measured.spans)
     assert Counter(e["name"] for e in spans)["gloo:send"] == len(sends)
-    with pytest.raises(FileExistsError):  # a folder is new: never written into
-        write_trace(pipeline_run, f"{folder}/")
+    # An earlier export of ours is replaced, file by file: the same ranks, read again.
+    (folder / "rank-0.json").write_text("{}")
+    write_trace(pipeline_run, f"{folder}/")
+    assert sorted(p.name for p in folder.iterdir()) == [f"rank-{r}.json" for r in range(world)]
+    assert json.loads((folder / "rank-0.json").read_text())["distributedInfo"]["rank"] == 0
 
 
 def test_rank_folder_reads_back_through_playground_trace(
-    pipeline_run: session.Outcome, tmp_path: Path
+    pipeline_run: Outcome, tmp_path: Path
 ) -> None:
     from playground.kineto.reader import read_traces
     from playground.kineto.report import build
@@ -397,7 +401,7 @@ def test_rank_folder_reads_back_through_playground_trace(
     reason="HTA (with pandas, networkx, pydot) not installed",
 )
 def test_rank_folder_loads_in_holistic_trace_analysis(
-    pipeline_run: session.Outcome, tmp_path: Path
+    pipeline_run: Outcome, tmp_path: Path
 ) -> None:
     from hta.trace_analysis import TraceAnalysis
 

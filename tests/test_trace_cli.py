@@ -220,3 +220,148 @@ def test_all_files_together_are_capped_too(tmp_path: Path, monkeypatch) -> None:
     ]
     with pytest.raises(reader.UsageError, match="more than 3 events in all"):
         reader.read_traces(paths)
+
+
+# -- `--trace DIR/` into a folder that is already there (issue 39) -------------------------
+def _predicted(ranks: int):
+    from playground import session
+
+    return session.predict("pipeline", {"stages": str(ranks)}, hardware="cpu-default")
+
+
+def test_an_empty_folder_of_yours_takes_the_export_and_reads_back(tmp_path: Path) -> None:
+    from playground.export.chrome_trace import write_trace
+    from playground.export.trace_folder import check_trace_folder
+
+    folder = tmp_path / "empty"
+    folder.mkdir(mode=0o700)
+    check_trace_folder(folder)
+    write_trace(_predicted(2), f"{folder}/")
+    assert sorted(p.name for p in folder.iterdir()) == ["rank-0.json", "rank-1.json"]
+    assert (folder / "rank-0.json").stat().st_mode & 0o777 == 0o644
+    assert folder.stat().st_mode & 0o777 == 0o700  # the user's folder, left as it was
+    assert [tr.rank for tr in reader.read_traces([str(folder)])] == [0, 1]
+
+
+def test_a_run_s_export_reads_back_with_the_run_s_own_workers(tmp_path: Path) -> None:
+    """The Workers tab of a run's --trace folder, read back as a CPU job (its operators
+    are its compute), says what the run's own Workers tab says, to the microsecond."""
+    from playground.export.chrome_trace import write_trace
+    from playground.kineto.report import build
+    from playground.worker_figures import workers_of
+
+    outcome = _predicted(2)
+    write_trace(outcome, f"{tmp_path / 'trace'}/")
+    report = build(reader.read_traces([str(tmp_path / "trace")]))
+    own = workers_of(outcome, outcome.predicted)
+    assert report.workers is not None and report.workers.ranks == own.ranks == [0, 1]
+    for rank in own.ranks:
+        read, ran = report.workers.totals[rank], own.totals[rank]
+        assert read.compute_s > 0 and read.comm_s > 0
+        for name in ("compute_s", "comm_s", "wait_s", "step_s"):
+            assert getattr(read, name) == pytest.approx(getattr(ran, name), abs=1e-6), name
+    assert report.workers.overall.slowest == own.overall.slowest
+
+
+def test_an_earlier_export_is_replaced_ranks_it_had_more_of_too(tmp_path: Path) -> None:
+    from playground.export.chrome_trace import write_trace
+
+    folder = tmp_path / "trace"
+    write_trace(_predicted(4), f"{folder}/")  # a new folder
+    before = (folder / "rank-0.json").read_text()
+    write_trace(_predicted(2), f"{folder}/")
+    assert sorted(p.name for p in folder.iterdir()) == ["rank-0.json", "rank-1.json"]
+    assert (folder / "rank-0.json").read_text() != before
+    traces = reader.read_traces([str(folder)])
+    assert [(tr.rank, tr.world_size) for tr in traces] == [(0, 2), (1, 2)]
+
+
+def _refusal(folder: Path | str) -> str:
+    """The one line both the early check and the write say (and that nothing was written)."""
+    from playground.export.chrome_trace import write_trace
+    from playground.export.trace_folder import check_trace_folder
+    from playground.usage import UsageError
+
+    with pytest.raises(UsageError) as early:
+        check_trace_folder(folder)
+    with pytest.raises(UsageError) as late:
+        write_trace(_predicted(2), f"{folder}/")
+    assert str(early.value) == str(late.value) and "\n" not in str(early.value)
+    assert late.value.text("es") != str(late.value)  # said in Spanish too
+    return str(late.value)
+
+
+def test_a_folder_with_other_files_is_refused_and_left_alone(tmp_path: Path) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "rank-0.json").write_text("{}")
+    (folder / "notes.txt").write_text("keep me")
+    line = _refusal(folder)
+    assert line.startswith(f"--trace {folder}/:") and "notes.txt" in line
+    assert (folder / "notes.txt").read_text() == "keep me"
+    assert (folder / "rank-0.json").read_text() == "{}"
+    (folder / "notes.txt").unlink()
+    (folder / "sub").mkdir()  # a folder named like nothing of ours
+    assert "sub" in _refusal(folder)
+    (folder / "sub").rmdir()
+    (folder / "rank-1.json").mkdir()  # named like ours, but not a file
+    assert "rank-1.json" in _refusal(folder)
+
+
+def test_links_are_never_written_through(tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    assert "symbolic link" in _refusal(link)
+    assert list(target.iterdir()) == []
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    assert "symbolic link" in _refusal(dangling)
+    assert not (tmp_path / "nowhere").exists()
+    # A link named like one of our files, inside an earlier export: refused, not followed.
+    folder = tmp_path / "export"
+    folder.mkdir()
+    outside = tmp_path / "outside.json"
+    outside.write_text("precious")
+    (folder / "rank-0.json").symlink_to(outside)
+    assert "rank-0.json" in _refusal(folder)
+    assert outside.read_text() == "precious"
+
+
+def test_a_file_or_another_user_s_folder_is_refused(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert "not a folder" in _refusal(afile)
+    assert afile.read_text() == "x"
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    if os.geteuid() == 0:  # root can give a folder away; anyone else has / for one
+        os.chown(theirs, 65534, 65534)
+    else:
+        theirs = Path("/")
+    assert "another user" in _refusal(theirs)
+    assert list(theirs.iterdir()) == [] or theirs == Path("/")
+
+
+def test_the_cli_s_trace_folder_takes_an_empty_folder_and_refuses_others(
+    tmp_path: Path,
+) -> None:
+    """`predict … --trace DIR/` through the CLI's own early check (report.check_outputs)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    base = ["predict", "pipeline", "--hardware", "cpu-default", "--trace"]
+    done = run_cli([*base, f"{empty}/"], env=ENV, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(p.name for p in empty.iterdir()) == [f"rank-{r}.json" for r in range(4)]
+    again = run_cli([*base, f"{empty}/"], env=ENV, timeout=60)  # an earlier export: replaced
+    assert again.returncode == 0, again.stderr[-2000:]
+    (empty / "notes.txt").write_text("keep me")
+    for where in (empty, tmp_path / "link"):
+        if where.name == "link":
+            where.symlink_to(tmp_path / "empty")
+        out = run_cli([*base, f"{where}/"], env=ENV, timeout=60)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 2 and len(lines) == 1 and "Traceback" not in out.stderr
+        assert f"--trace {where}/" in lines[0]
+    assert (empty / "notes.txt").read_text() == "keep me"

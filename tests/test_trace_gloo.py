@@ -88,6 +88,15 @@ def test_a_profiled_gloo_ddp_job_reads_back_named_by_mechanism(tmp_path: Path) -
     # What a CPU job's trace can say: the share of each rank's span spent in collectives.
     comm = next(m for m in doc["metrics"] if m["name"] == "comm_fraction")
     assert all(0 < share <= 1 for share in comm["value"])
+    # The Workers tab's report: each rank computes in its CPU operators and communicates
+    # in its gloo ops; the job marked no profiler step (no schedule), so it is one step.
+    workers = doc["workers"]
+    assert [r["rank"] for r in workers["ranks"]] == [0, 1]
+    assert [w["series"] for w in workers["windows"]] == ["trace"]
+    for rank in workers["ranks"]:
+        totals = rank["totals"]
+        assert 0 < totals["compute_s"] < totals["step_s"]
+        assert totals["comm_s"] + totals["wait_s"] > 0
 
 
 @pytest.mark.ranks

@@ -36,7 +36,7 @@ from runtime.sim.units import format_bytes, format_seconds
 from scenarios.metrics import Curve
 
 if TYPE_CHECKING:
-    from playground.session import Outcome
+    from playground.outcome import Outcome
 
 LINE_COLORS = ("#59A14F", "#BAB0AC", "#76B7B2", "#EDC948")
 POINT_COLORS = ("#E15759", "#4E79A7", "#B07AA1")  # single-value lines: dark, to stand out

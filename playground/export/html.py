@@ -46,7 +46,7 @@ from runtime.engine.files import SHARED_FILE, write_text_atomic
 from runtime.sim.units import format_seconds
 
 if TYPE_CHECKING:
-    from playground.session import Outcome
+    from playground.outcome import Outcome
     from scenarios.metrics import Metric
 
 
@@ -110,27 +110,33 @@ def _header_html(outcome: Outcome) -> str:
 
 def _budget_html(outcome: Outcome) -> str:
     """After a run, the headline times against the prediction error budget
-    (playground.prediction_error): measured, predicted before the run and after it,
-    each error marked within (✓) or over (✗) its budget."""
+    (playground.prediction_error): measured, predicted before the run (with the interval
+    from the calibration's spread, and whether the run fell in it) and after it, each
+    error marked within (✓) or over (✗) its budget."""
     rows = outcome.budget_rows
     if not rows:
         return ""
     head = (
-        '<tr class="head"><th></th><td>measured</td><td>before the run</td><td>error</td>'
-        "<td>after the run</td><td>error</td></tr>"
+        '<tr class="head"><th></th><td>measured</td><td>before the run (calibration)</td>'
+        "<td>predicted interval</td><td>measured within it</td><td>error</td>"
+        "<td>after the run (refit on this run)</td><td>error</td></tr>"
     )
     out = [head]
     for row in rows:
         m = row.metric
-        cells = [format_value(m.unit, m.value, "en")]
-        for predicted, error, within in (
-            (m.before, m.before_error, row.before_within),
-            (m.predicted, m.error, row.after_within),
-        ):
-            cells += [
-                format_value(m.unit, predicted, "en"),
-                mark(error, within) if error is not None else "",
-            ]
+        cells = [format_value(m.unit, m.value, "en"), format_value(m.unit, m.before, "en")]
+        # The before-run interval (the calibration's spread), and whether the run fell in it.
+        if m.before_low is None or m.before_high is None:
+            cells += ["unknown (calibrate again)", ""]
+        else:
+            low, high = (format_value(m.unit, v, "en") for v in (m.before_low, m.before_high))
+            within = {True: "✓", False: "✗", None: ""}[row.within_interval]
+            cells += [f"{low}–{high}", within]
+        cells.append(mark(m.before_error, row.before_within) if m.before_error is not None else "")
+        cells += [
+            format_value(m.unit, m.predicted, "en"),
+            mark(m.error, row.after_within) if m.error is not None else "",
+        ]
         label = " ".join(filter(None, (m.series, m.name)))
         out.append(
             f"<tr><th>{escape(label)}</th>"

@@ -34,7 +34,7 @@ from runtime.sim.units import format_seconds
 from scenarios.metrics import Lanes
 
 if TYPE_CHECKING:
-    from playground.session import Outcome
+    from playground.outcome import Outcome
 
 PHASE_COLORS = ("#F28E2B", "#4E79A7", "#59A14F", "#B07AA1")
 ROW_PX = 22

@@ -36,7 +36,7 @@ from playground.palette import CATEGORY_COLORS, OTHER_COLOR
 from runtime.sim.units import format_bytes
 
 if TYPE_CHECKING:
-    from playground.session import Outcome
+    from playground.outcome import Outcome
 
 CATEGORY_ORDER = tuple(CATEGORY_COLORS)
 PREDICTED_OPACITY = 0.55

@@ -49,7 +49,7 @@ from runtime.sim.trace import POSITION_FIELDS, Span, Timeline
 from runtime.sim.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
-    from playground.session import Outcome
+    from playground.outcome import Outcome
 
 # Fixed colours per action kind, shared with the app (playground.palette).
 # Idle time of a pipeline rank (its share of the bubble): pale, drawn under the bars.

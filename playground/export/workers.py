@@ -35,7 +35,7 @@ from runtime.engine.stragglers import WorkersReport
 from runtime.sim.units import format_seconds
 
 if TYPE_CHECKING:
-    from playground.session import Outcome
+    from playground.outcome import Outcome
 
 PARTS = (
     ("compute_s", "compute", "#4E79A7"),

@@ -9,6 +9,7 @@ and sets the cost model's prediction beside each collective with a known size.
 Modules, bottom to top: `schema` (the bounded msgspec shape of a trace), `reader`
 (files to typed events, refusing hostile input in one line), `figures` (HTA's
 temporal breakdown and overlap), `collectives` (kinds, sizes, mechanisms),
-`predict` (the cost model beside them), `report` (metrics and the `--json` document),
-`command` (the CLI). Pure Python: no torch, no pandas, no Textual.
+`predict` (the cost model beside them), `workers` (each rank's steps as a run's
+Workers tab reads them, and the straggler), `report` (metrics and the `--json`
+document), `command` (the CLI). Pure Python: no torch, no pandas, no Textual.
 """

@@ -3,7 +3,8 @@
 Part of playground.kineto (issue 39): `playground trace … --export FILE.html` and the
 app's trace screen (`e`). The page is a run's page (playground.export.html) drawn from
 a trace: the same timeline figure (playground.export.timeline, fed by
-playground.kineto.timeline), the same page frame and metrics table, and the
+playground.kineto.timeline), the same per-rank panel under it (playground.export.workers,
+fed by playground.kineto.workers), the same page frame and metrics table, and the
 collectives named by mechanism. Every string from the trace is escaped (a kernel name
 is free text in a file from elsewhere); plotly.js is inline, nothing is loaded.
 
@@ -21,6 +22,7 @@ from typing import Any, cast
 from playground.export.fragment import fragment
 from playground.export.html import _PAGE, _metrics_html
 from playground.export.timeline import build_figure
+from playground.export.workers import workers_html
 from playground.kineto.collectives import MECHANISM_NAMES
 from playground.kineto.report import TraceReport
 from playground.kineto.timeline import trace_view
@@ -36,6 +38,7 @@ def write_trace_html(report: TraceReport, path: str | os.PathLike[str]) -> None:
 def render(report: TraceReport) -> str:
     view = trace_view(report)
     figure = fragment(build_figure(cast(Any, view)), with_plotlyjs=True)
+    figure += workers_html(cast(Any, report))  # what it reads of a run: `.workers`
     return _PAGE.format(
         title=escape("your job's trace · playground"),
         header=_header(report),

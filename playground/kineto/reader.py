@@ -21,6 +21,7 @@ import gzip
 import itertools
 import os
 import re
+import shlex
 import stat
 import zlib
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ MAX_FILES = 1024  # ranks read at once (a folder of traces)
 MAX_TOTAL_EVENTS = 8_000_000  # all files together: what is held in memory at once
 CHUNK = 1 << 20
 SUFFIXES = (".json", ".json.gz")
+PEEK_BYTES = 1 << 16  # what `typed_traces` reads of a file to tell a trace from a saved run
 _PH = b'"ph"'  # every event has one: counting it bounds the events before decoding
 
 _DECODER = msgspec.json.Decoder(TRACE_TYPE)
@@ -74,6 +76,44 @@ def trace_files(paths: list[str]) -> list[Path]:
         if len(found) > MAX_FILES:
             raise UsageError.said("trace.too_many_files", most=MAX_FILES)
     return found
+
+
+def typed_traces(text: str) -> list[str] | None:
+    """The paths typed in an Open box if they name profiler traces, None if not (a saved
+    run, a torchrun --out folder, nothing there): the lesson screen's box takes both.
+
+    Traces are: several paths (a saved run is one), a folder of *.json / *.json.gz
+    without the `run.json` of a torchrun folder, a gzipped file, or a JSON file whose
+    first PEEK_BYTES hold `"traceEvents"` (or a bare array of events) and not a saved
+    run's `"scenario"`. Only regular files are peeked at, without blocking."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        paths = [text] if os.path.lexists(text) else shlex.split(text)
+    except ValueError:  # an unclosed quote: one path as typed
+        paths = [text]
+    if len(paths) != 1:
+        return paths or None
+    path = Path(paths[0])
+    try:
+        if path.is_dir():
+            if (path / "run.json").exists():
+                return None
+            names = itertools.islice(path.iterdir(), MAX_FILES + 1)
+            return paths if any(p.name.endswith(SUFFIXES) for p in names) else None
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as raw:
+            head = raw.read(PEEK_BYTES)
+    except OSError:
+        return None
+    if head[:2] == b"\x1f\x8b":
+        return paths
+    if b'"scenario"' in head:
+        return None
+    return paths if b'"traceEvents"' in head or head.lstrip()[:1] == b"[" else None
 
 
 def read_traces(paths: list[str]) -> list[RankTrace]:

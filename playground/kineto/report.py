@@ -13,8 +13,10 @@ so `--json` is format 2 and the text goes through playground.formatting:
   `busbw_gbps` (median of the instances with a size, nccl-tests' bus bandwidth) with
   its predicted twin on the chosen hardware profile, and `link_fraction` (measured bus
   bandwidth over the profile's link);
-- the straggler rank as lesson 1's workers view decides it (runtime.engine.stragglers:
-  the most work, at least the threshold times the median rank's).
+- the straggler rank as lesson 1's workers view decides it, from the same per-rank
+  report the trace screen's Workers tab shows (playground.kineto.workers: the rank
+  flagged in most profiler steps, its work at least the threshold times the median
+  rank's); that report is the `workers` key of `--json`, as it is a run's.
 
 The hardware profile: `--hardware`, else the one that matches the trace's GPU name,
 else an assumed one, said in the document (`profile.assumed`).
@@ -33,8 +35,9 @@ from playground.formatting import plain
 from playground.kineto.collectives import MECHANISM_NAMES, Collective, collectives
 from playground.kineto.figures import RankFigures, gpu_kernels, merged, rank_figures
 from playground.kineto.reader import RankTrace
+from playground.kineto.workers import trace_workers
 from playground.usage import UsageError
-from runtime.engine.stragglers import verdict
+from runtime.engine.stragglers import WorkersReport
 from runtime.sim.collective_kinds import KINDS, Wire, busbw
 from runtime.sim.costmodel import CostModel
 from runtime.sim.profiles import get_profile, profile_names
@@ -60,6 +63,7 @@ class TraceReport:
     profile: CostModel
     assumed: bool
     metrics: list[Metric]
+    workers: WorkersReport | None = None  # the Workers tab's rows (playground.kineto.workers)
 
     def to_doc(self) -> dict[str, Any]:
         """The `--json` document (format 2 metrics; strict JSON)."""
@@ -88,6 +92,7 @@ class TraceReport:
                 "profile": {"name": self.profile.name, "assumed": self.assumed},
                 "metrics": [m.to_dict() for m in self.metrics],
                 "collectives": list(kinds.values()),
+                "workers": self.workers.to_dict() if self.workers is not None else None,
             }
         )
 
@@ -113,17 +118,18 @@ def choose_profile(traces: list[RankTrace], hardware: str | None) -> tuple[CostM
 
 def build(traces: list[RankTrace], hardware: str | None = None) -> TraceReport:
     profile, assumed = choose_profile(traces, hardware)
-    figures = {tr.rank: rank_figures(gpu_kernels(tr.events)) for tr in traces}
+    kernels = {tr.rank: gpu_kernels(tr.events) for tr in traces}
+    figures = {rank: rank_figures(mine) for rank, mine in kernels.items()}
     found = [c for tr in traces for c in collectives(tr)]
     metrics = _rank_metrics(traces, figures)
     metrics.append(
         Metric("comm_fraction", "fraction", _comm_fractions(traces, figures, found), per="rank")
     )
     metrics += _kind_metrics(found, profile)
-    straggler = _straggler(traces, figures, found)
-    if straggler is not None:
-        metrics.append(straggler)
-    return TraceReport(traces, figures, found, profile, assumed, metrics)
+    workers = trace_workers(traces, found, straggler_ratio(), kernels)
+    if len(traces) >= 2:  # one rank straggles behind no one
+        metrics.append(Metric("straggler_rank", "number", workers.overall.straggler))
+    return TraceReport(traces, figures, found, profile, assumed, metrics, workers)
 
 
 def _rank_metrics(traces: list[RankTrace], figures: dict[int, RankFigures | None]) -> list[Metric]:
@@ -231,34 +237,6 @@ def _kind_metrics(found: list[Collective], profile: CostModel) -> list[Metric]:
 
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
-
-
-@dataclass(frozen=True)
-class _Work:
-    rank: int
-    work_s: float
-    compute_s: float
-    comm_s: float
-
-
-def _straggler(
-    traces: list[RankTrace], figures: dict[int, RankFigures | None], found: list[Collective]
-) -> Metric | None:
-    """The rank with the most work, flagged at the workers view's threshold (None: fewer
-    than two ranks)."""
-    if len(traces) < 2:
-        return None
-    comm: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for c in found:
-        comm[c.rank].append((int(c.start_us), int(c.end_us)))
-    works = []
-    for tr in traces:
-        fig = figures[tr.rank]
-        comm_s = sum(b - a for a, b in merged(comm[tr.rank])) / 1e6
-        compute_s = fig.compute_us / 1e6 if fig else 0.0
-        works.append(_Work(tr.rank, compute_s + comm_s, compute_s, comm_s))
-    said = verdict(works, straggler_ratio())
-    return Metric("straggler_rank", "number", said.straggler)
 
 
 def mechanism_lines(report: TraceReport, language: str) -> list[str]:

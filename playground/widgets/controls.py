@@ -3,11 +3,12 @@
 A `playground/` widget of docs/design.md that owns everything about getting an
 Outcome: it validates the form, runs the real ranks in a thread worker
 (harlequin's pattern: the worker only computes and posts messages), predicts,
-opens a saved run, cancels, and says what is going on in the status line. The
-lesson screen shows what it posts: `Started` (a run's Program, so the Gantt can
-be cleared), `Records` (spans and counters streamed by the ranks while the run
-goes: the Gantt and the Workers tab draw them) and
-`Ready` (an Outcome: a finished run, a prediction or a saved run).
+opens a saved run (or, where the Open box names profiler traces, hands them to the
+app's trace screen: playground.screens.trace), cancels, and says what is going on in
+the status line. The lesson screen shows what it posts: `Started` (a run's Program,
+so the Gantt can be cleared), `Records` (spans and counters streamed by the ranks
+while the run goes: the Gantt and the Workers tab draw them) and `Ready` (an
+Outcome: a finished run, a prediction or a saved run).
 
 Runs go to the warm ranks of the app's RankPool when it hands one down (the
 status line says whether a run's ranks were cold or warm, and how long it took
@@ -32,6 +33,7 @@ from textual.widgets import Button, Input, ProgressBar, Static
 
 from playground import session
 from playground.i18n import t
+from playground.outcome import Outcome
 from playground.widgets.param_form import ParamForm
 from runtime.engine.launch import RunCancelled, RunFailed
 from runtime.engine.pool import RankPool
@@ -61,7 +63,7 @@ class LessonControls(Vertical):
 
     @dataclass
     class Ready(Message):
-        outcome: session.Outcome
+        outcome: Outcome
         # What made it: "run" (this app's ranks), "predict" or "open" (a saved file, which
         # meets no challenge: playground.challenges).
         source: str = "run"
@@ -257,6 +259,11 @@ class LessonControls(Vertical):
         self.open_path(self.query_one("#open-path", Input).value.strip())
 
     def open_path(self, path: str) -> None:
+        """Open what `path` names: profiler traces go to the trace screen, as the lesson
+        screen's `o` sends them (the Open button, clicked, reaches only this); anything
+        else is tried as a saved run of this lesson."""
+        if self._open_traces(path):
+            return
         from playground.saved import replay
 
         try:
@@ -271,3 +278,18 @@ class LessonControls(Vertical):
         self.query_one("#form", ParamForm).show(outcome.params)
         self.post_message(self.Ready(outcome, "open"))
         self.set_status("app.status_opened", path=path)
+
+    def _open_traces(self, path: str) -> bool:
+        """The trace screen on `path`, if it names traces (a folder of them, a trace file,
+        several paths); False otherwise. Read as the app's own `o` reads them, on the app's
+        loop, so that the screen binds to the app's language."""
+        from playground.kineto.reader import typed_traces
+
+        paths = typed_traces(path)
+        if paths is None:
+            return False
+        opener = getattr(self.app, "action_open_trace", None)
+        if opener is None:  # an app without a trace screen: a saved run, or its error
+            return False
+        self.app.call_later(opener, paths)
+        return True
