@@ -32,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playground import session  # noqa: E402
+from playground.outcome import Outcome  # noqa: E402
 from runtime.sim.units import format_seconds  # noqa: E402
 from scenarios.registry import get_lesson  # noqa: E402
 
@@ -51,7 +52,7 @@ LESSONS: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 
-def pairs(outcome: session.Outcome, name: str) -> dict[str | None, tuple[float, float]]:
+def pairs(outcome: Outcome, name: str) -> dict[str | None, tuple[float, float]]:
     """(measured, predicted) of metric `name` per series."""
     return {
         m.series: (m.value, m.predicted)

@@ -6,14 +6,17 @@ rates keyed by lesson name) and its corrections (runtime.sim.corrections.Correct
 every field bounded. Files of the older formats are still read: corrections that were
 special keys of `compute` (CostModel.from_dict converts them), and lessons' rates that
 were fields of the rates record (`sharded_forward_s`, `checkpoint_s`, ...: kept as
-ComputeRates.unclaimed, each lesson's record claims its own, LessonRates.of).
+ComputeRates.unclaimed, each lesson's record claims its own, LessonRates.of). Of its
+details, the calibration's conditions (runtime.fit.conditions: the spread behind the
+before-run interval, the boot and load it ran at) and whether the run found it stale;
+a file without them reads as before (interval unknown).
 
 Imports: msgspec and playground.saved_types; never torch.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from msgspec import Meta, Struct
 
@@ -73,6 +76,52 @@ class CorrectionsDoc(Struct, frozen=True):
     exit_lags: Annotated[list[tuple[Name | None, Rank, Seconds]], Meta(max_length=100_000)] = []
 
 
+# A factor of the calibration's spread on its median (runtime.fit.conditions.Spread).
+Factor = Annotated[float, Meta(ge=1e-3, le=1e3)]
+Epoch = Annotated[float, Meta(ge=0, le=1e12)]
+Load = Annotated[float, Meta(ge=0, le=1e6)]
+Range = tuple[Annotated[float, Meta(ge=0, le=1e6)], Annotated[float, Meta(ge=0, le=1e6)]]
+
+
+class SpreadDoc(Struct, frozen=True):
+    """runtime.fit.conditions.Spread: (fast, slow) factors of compute and of the links."""
+
+    compute: tuple[Factor, Factor]
+    communication: tuple[Factor, Factor]
+
+
+class ConditionsDoc(Struct, frozen=True):
+    """runtime.fit.conditions.Conditions, bounded: when and how the calibration ran."""
+
+    schema: Annotated[int, Meta(ge=1, le=1 << 20)]
+    calibrated_at: Epoch
+    booted_at: Epoch | None = None
+    load1: Load | None = None
+    spread: SpreadDoc | None = None
+    figures: Annotated[dict[Name, Range], Meta(max_length=16)] = {}
+
+
+class StalenessDoc(Struct, frozen=True):
+    """runtime.fit.conditions.Staleness as the run judged its calibration when it started."""
+
+    verdict: Literal["fresh", "rebooted", "load", "unknown"]
+    stale: bool = False
+    load_then: Load | None = None
+    load_now: Load | None = None
+    load_threshold: Annotated[
+        dict[Name, Annotated[float, Meta(ge=0, le=1e6)]], Meta(max_length=4)
+    ] = {}
+
+
+class DetailsDoc(Struct, frozen=True, omit_defaults=True):
+    """What a saved profile's details keep of its calibration (CostModel.details): the
+    conditions it ran in and the run's verdict on them; its other keys are not read.
+    What it lacks it leaves out (a replay of a replay reads the same details back)."""
+
+    conditions: ConditionsDoc | None = None
+    staleness: StalenessDoc | None = None
+
+
 class ProfileDoc(Struct, frozen=True):
     name: Text
     alpha: Annotated[float, Meta(ge=0, le=1e6)]
@@ -97,3 +146,5 @@ class ProfileDoc(Struct, frozen=True):
     # Absent in a file of the older format, whose corrections were keys of `compute`.
     corrections: CorrectionsDoc | None = None
     source: Text = ""
+    # Absent in a file written before the calibration recorded its conditions.
+    details: DetailsDoc = DetailsDoc()

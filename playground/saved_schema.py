@@ -85,6 +85,9 @@ class MetricDoc(Struct, frozen=True):
     category: Literal[ALL_CATEGORIES] | None = None  # type: ignore[valid-type]
     per: Literal["rank", "step"] | None = None
     before: Scalar | Annotated[list[Scalar], Meta(max_length=1 << 16)] = None
+    # The before-run interval's fast and slow ends (the calibration's spread).
+    before_low: Scalar | Annotated[list[Scalar], Meta(max_length=1 << 16)] = None
+    before_high: Scalar | Annotated[list[Scalar], Meta(max_length=1 << 16)] = None
     es: Scalar | Annotated[list[Scalar], Meta(max_length=1 << 16)] = None  # Spanish twin
     error: Number | None = None  # recomputed from the pair, never trusted
     before_error: Number | None = None  # likewise

@@ -48,6 +48,10 @@ class Metric:
     per: Literal["rank", "step"] | None = None  # what a list value is indexed by
     # A run's metric: the prediction before the run, from the calibrated profile alone.
     before: Value = None
+    # Its interval: predicted at the fast and the slow end of the spread the calibration
+    # measured (runtime.fit.conditions); None where the calibration recorded none.
+    before_low: Value = None
+    before_high: Value = None
     # A text value's Spanish twin (a string, or a list of strings like `value`).
     es: Value = None
 

@@ -162,3 +162,98 @@ def test_torchs_all_gather_is_scaled_by_its_own_timing_not_its_all_reduces():
         [{"busy_builtin_all_gather": [1e-12]}], 4, alpha, beta, 0.7
     )
     assert floored == calibration_busy.MIN_SCALE
+
+
+PACES = [1.0, 0.8, 1.0, 1.0, 1.5, 1.0, 1.0, 1.0, 1.0]  # per repetition, every size alike
+
+
+def _rank_results(alpha: float, beta: float) -> list[dict]:
+    """Two ranks' results of a calibrate job, made up: ring steps of alpha + S·beta at
+    each repetition's pace (rank 1 ends last), reductions and block timings."""
+    assert len(PACES) == calibration.REPS
+    results = []
+    for rank in range(2):
+        sendrecv = {}
+        for size in calibration.SIZES:
+            step = alpha + size * beta
+            rows, t = [], 0.0
+            for pace in PACES:
+                rows.append([t, t + 4 * step * pace * (1.0 if rank else 0.9), 4])
+                t += 1.0
+            sendrecv[str(size)] = rows
+        # Each input's forward + backward: ten at the median, one 10% faster, one 30% slower.
+        pairs = [1e-3] * 10 + [0.9e-3, 1.3e-3]
+        blocks = [[h, tok, seq, 4e-4, 6e-4, pairs] for h, tok, seq in calibration.BLOCK_SHAPES]
+        results.append(
+            {
+                "sendrecv": sendrecv,
+                "reduce_s": [1e-3 * pace for pace in PACES],
+                "blocks": blocks,
+                "adam": [1e-3, 2e-3],
+                "op_s": 5e-6,
+                "wake": [2e-5, 1e-5],
+                "probes": {},
+            }
+        )
+    return results
+
+
+def test_the_fit_records_its_spread_the_boot_and_the_load_it_ran_at():
+    from runtime.fit import conditions
+
+    alpha, beta = 2e-4, 1e-9
+    model = calibration.fit(_rank_results(alpha, beta), "gloo", 2, load1=0.75)
+    assert model.alpha == pytest.approx(alpha) and model.beta == pytest.approx(beta)
+    recorded = conditions.of(model)
+    assert recorded is not None and recorded.load1 == 0.75
+    assert recorded.booted_at is None or recorded.booted_at <= recorded.calibrated_at
+    # The links: the fastest and slowest repetition's pace; the compute: each input's.
+    assert recorded.spread.communication == pytest.approx((0.8, 1.5))
+    assert recorded.spread.compute == pytest.approx((0.9, 1.3))
+    # Each link figure's range: alpha and beta fitted on the fastest and slowest
+    # repetitions, gamma's fastest and slowest reduction.
+    assert recorded.figures["alpha"] == pytest.approx((0.8 * alpha, 1.5 * alpha))
+    assert recorded.figures["beta"] == pytest.approx((0.8 * beta, 1.5 * beta))
+    gamma = 1e-3 / calibration.REDUCE_BYTES
+    assert recorded.figures["gamma"] == pytest.approx((0.8 * gamma, 1.5 * gamma))
+    assert model.gamma == pytest.approx(gamma)
+    # A block row without its inputs' timings (an older job): no compute spread.
+    older = _rank_results(alpha, beta)
+    for r in older:
+        r["blocks"] = [row[:5] for row in r["blocks"]]
+    assert calibration.compute_spread(older) == (1.0, 1.0)
+
+
+def test_a_cached_calibration_keeps_its_conditions_and_an_older_one_still_loads(
+    tmp_path, monkeypatch
+):
+    import json
+
+    from runtime.fit import conditions
+
+    monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path))
+    model = calibration.fit(_rank_results(2e-4, 1e-9), "gloo", 2, load1=0.75)
+    calibration.save(model, "gloo", 2)
+    back = calibration.lookup("gloo", 2)
+    assert conditions.of(back) == conditions.of(model)
+    assert conditions.ends(back) is not None
+    # The same entry as written before the conditions were recorded: it loads, and its
+    # interval is unknown (the before-run prediction then says so).
+    data = json.loads(calibration.cache_file().read_text())
+    for entry in data.values():
+        del entry["details"]["conditions"]
+    calibration.cache_file().write_text(json.dumps(data))
+    older = calibration.lookup("gloo", 2)
+    assert older is not None and older.alpha == back.alpha
+    assert conditions.of(older) is None and conditions.ends(older) is None
+
+
+def test_pace_and_sample_ranges_never_put_the_median_outside():
+    from runtime.fit import conditions
+
+    assert conditions.pace_range([]) == (1.0, 1.0)
+    assert conditions.pace_range([[2.0, 4.0]] * 3) == (1.0, 1.0)
+    fast, slow = conditions.pace_range([[1.0, 2.0], [2.0, 4.0], [1.5, 3.0]])
+    assert (fast, slow) == pytest.approx((1 / 1.5, 2 / 1.5))
+    assert conditions.sample_range([[1.0], []]) == (1.0, 1.0)  # nothing to spread
+    assert conditions.sample_range([[1.0, 1.0, 1.2], [1.0, 0.5, 1.0]]) == pytest.approx((0.75, 1.1))

@@ -4,8 +4,8 @@ Part of `playground/` in docs/design.md, split off playground.screens.lesson (wh
 composes the widgets, handles the controls' messages and mixes this in, as it mixes
 in playground.screens.lesson_goal's keys) so that each file reads in one sitting.
 `OutcomePanels.show_outcome` puts an Outcome on screen: the Gantt's timelines, the
-metrics, the ring, the memory bars, the workers and the curves, then the goal in
-the narrative's place. `_update_narrative` (on each `CursorMoved` of the Gantt, and
+metrics (with, under them, why the calibration is stale where it is), the ring, the
+memory bars, the workers and the curves, then the goal in the narrative's place. `_update_narrative` (on each `CursorMoved` of the Gantt, and
 after a key of the story) shows the narrative step the cursor is in, or the step
 pinned by `n`/`N`/Home/End, or the goal while the overview is on; where peers wait
 for a flagged straggler it shows the lesson's `straggler` step.
@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from playground import session
 from playground.challenges import Verdict
 from playground.i18n import t
 from playground.memory_rows import memory_rows
+from playground.outcome import Outcome
+from playground.prediction_error import staleness_line
 from playground.progress import LessonProgress
 from playground.widgets.challenges import goal_content
 from playground.widgets.curves import CurvesView
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from textual.screen import Screen as _Screen
 
     from runtime.engine.live_workers import LiveWorkers
+    from runtime.fit.conditions import Staleness
     from runtime.sim.program import Action
     from scenarios.base import Lesson
     from scenarios.goals import Goal
@@ -56,7 +58,7 @@ class OutcomePanels(_Screen):
     lesson: Lesson
     gantt: GanttView
     actions: dict[str, Action]
-    outcome: session.Outcome | None
+    outcome: Outcome | None
     live: LiveWorkers | None
     goal: Goal | None
     progress: LessonProgress
@@ -64,9 +66,10 @@ class OutcomePanels(_Screen):
     pinned: int | None
     overview: bool
     language: str
+    calibration: tuple[Staleness | None, int]  # its staleness, and the world size judged
 
     # -- showing an outcome -------------------------------------------------------------
-    def show_outcome(self, outcome: session.Outcome) -> None:
+    def show_outcome(self, outcome: Outcome) -> None:
         self.outcome = outcome
         self.live = None
         # A lumped prediction (predict at scale) stands for more Actions than are worth
@@ -82,10 +85,12 @@ class OutcomePanels(_Screen):
         self.gantt.cursor = self.gantt.start
         self._update_narrative()
 
-    def _show_panels(self, outcome: session.Outcome) -> None:
+    def _show_panels(self, outcome: Outcome) -> None:
         language = self.language
         headline = outcome.lesson.hooks.headline
-        self.query_one("#metrics", MetricsPanel).show(outcome.metrics, language, headline)
+        # Under the before-run prediction: why the calibration behind it is stale, if it is.
+        stale = staleness_line(*self.calibration, language)
+        self.query_one("#metrics", MetricsPanel).show(outcome.metrics, language, headline, stale)
         titles = {}
         for step in self.lesson.narrative:
             for phase in step.phases:

@@ -5,7 +5,9 @@ returns through the one generic path (playground.formatting.metric_table):
 per series (a schedule, a ZeRO stage) a heading, then the predicted metrics
 as "measured | predicted | error" (per-rank lists side by side, with the
 worst rank's error), then the facts; after a run, last, the lesson's headline
-times against the prediction error budget. It knows units, never a lesson.
+times: the prediction before the run (from the calibration, an interval) and the one
+after it (refit on the run), labelled, against the prediction error budget. It knows
+units, never a lesson.
 
 Imports: textual and the pure metric types; never torch.
 """
@@ -51,12 +53,17 @@ def name_lines(label: tuple[str, str], indent: str, width: int) -> list[Content]
 
 
 def metrics_content(
-    metrics: list[Metric], language: str, width: int = 80, headline: tuple[str, ...] = ()
+    metrics: list[Metric],
+    language: str,
+    width: int = 80,
+    headline: tuple[str, ...] = (),
+    note: str | None = None,
 ) -> Content:
     """Per series, the predicted rows as `name  measured │ predicted  error` (per-rank
     lists side by side), then the facts; a row too wide for `width` puts its values on
-    the next line, indented; after a run, last, the `headline` times' prediction error
-    before and after it against their budgets (playground.prediction_error)."""
+    the next line, indented; after a run, last, the `headline` times' predictions before
+    the run (with their interval) and after it, against their budgets
+    (playground.prediction_error); and `note` (a stale calibration, and why), if any."""
     if not metrics:
         return Content(t("app.no_metrics", language))
     lines: list[Content] = []
@@ -93,12 +100,15 @@ def metrics_content(
                 lines += name_lines(label, indent, width)
                 lines.append(Content.assemble(f"{indent}    ", values))
     # Last, as the text report prints it: the metrics stay where a narrow panel shows them.
-    budget = budget_lines(budget_rows(metrics, headline), budget_words(language))
+    # Before and after the run side by side where the panel is wide enough.
+    budget = budget_lines(budget_rows(metrics, headline), budget_words(language), width)
     if budget:
         lines += [Content(""), Content.styled(budget[0], "bold")]
         lines += [
             Content.styled(line, "$text-warning" if "✗" in line else "") for line in budget[1:]
         ]
+    if note:  # under the before-run prediction it explains
+        lines += [Content(""), Content.styled(note, "$text-warning")]
     return Content("\n").join(lines)
 
 
@@ -107,12 +117,18 @@ class MetricsPanel(Static):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._shown: tuple[list[Metric], str, tuple[str, ...]] = ([], "en", ())
+        self._shown: tuple[list[Metric], str, tuple[str, ...], str | None] = ([], "en", (), None)
 
-    def show(self, metrics: list[Metric], language: str, headline: tuple[str, ...] = ()) -> None:
-        self._shown = (metrics, language, headline)
+    def show(
+        self,
+        metrics: list[Metric],
+        language: str,
+        headline: tuple[str, ...] = (),
+        note: str | None = None,
+    ) -> None:
+        self._shown = (metrics, language, headline, note)
         width = max(20, (self.size.width or 80) - 1)
-        self.update(metrics_content(metrics, language, width, headline))
+        self.update(metrics_content(metrics, language, width, headline, note))
 
     def on_resize(self) -> None:
         self.show(*self._shown)

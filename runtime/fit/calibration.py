@@ -14,7 +14,10 @@ operators, Adam), and the lessons' own probes, which the caller hands in
 
 The cache is one JSON file, keyed by host, backend, world size, torch version
 and the version of this method: a calibration is only valid where and how it
-was measured.
+was measured. Each model keeps in its details the conditions it was measured in
+(runtime.fit.conditions: when, the machine's boot, the load average, and the spread
+of the repetitions it already takes), read back to predict an interval before a
+run and to say when the calibration is stale; an entry without them still loads.
 
 Pure: stdlib only (torch's version is read from package metadata).
 """
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.engine.files import make_private_dir, read_text_bounded, write_text_atomic
+from runtime.fit import conditions
 from runtime.fit.calibration_busy import busy_gather_scale, busy_ring_scales, busy_scale
 from runtime.fit.calibration_probes import LessonProbes, fit_lessons
 from runtime.fit.compute_fit import fit_block
@@ -146,26 +150,25 @@ def fit(
     backend: str,
     world_size: int,
     probes: Sequence[LessonProbes] = (),
+    *,
+    load1: float | None = None,
 ) -> CostModel:
     """Least-squares alpha, beta from a ring step per size as the lesson times it
     (ring_step_time); gamma from the reduce timing; the busy collectives' scales, the
     compute rates (fit_compute, with the lessons' own from `probes`, the ones the job
-    ran) and what a compute pays after a wait (wake_seconds)."""
-    points = [
-        (size, ring_step_time(r["sendrecv"][str(size)] for r in rank_results))
-        for size in (SIZES if world_size > 1 else ())
+    ran) and what a compute pays after a wait (wake_seconds). In its details, the
+    conditions it ran in (runtime.fit.conditions): when, the machine's boot, the load
+    average `load1` (read before the ranks started; now if not given) and the spread
+    of its repetitions, which make the before-run prediction an interval."""
+    sizes = SIZES if world_size > 1 else ()
+    # Each repetition's step time per size (the sizes took turns, repetition by repetition).
+    per_size = [ring_step_times(r["sendrecv"][str(size)] for r in rank_results) for size in sizes]
+    points = [(size, statistics.median(times)) for size, times in zip(sizes, per_size, strict=True)]
+    alpha, beta = _line(points)
+    reduce_reps = [
+        max(rep) / REDUCE_BYTES for rep in zip(*(r["reduce_s"] for r in rank_results), strict=True)
     ]
-    alpha, beta = 1e-7, 1e-13  # the floors: one rank alone has no link (never used)
-    if points:
-        mean_s = statistics.fmean(s for s, _ in points)
-        mean_t = statistics.fmean(t for _, t in points)
-        beta = sum((s - mean_s) * (t - mean_t) for s, t in points) / sum(
-            (s - mean_s) ** 2 for s, _ in points
-        )
-        beta = max(beta, 1e-13)
-        alpha = max(mean_t - beta * mean_s, 1e-7)
-    reduce_reps = zip(*(r["reduce_s"] for r in rank_results), strict=True)
-    gamma = statistics.median(max(rep) for rep in reduce_reps) / REDUCE_BYTES
+    gamma = statistics.median(reduce_reps)
     host = socket.gethostname()
     scales = busy_ring_scales(rank_results, world_size, alpha, beta, gamma)
     builtin = busy_scale(
@@ -194,22 +197,78 @@ def fit(
             "points": [[s, t] for s, t in points],
             "world_size": world_size,
             "backend": backend,
+            "conditions": conditions.Conditions(
+                calibrated_at=time.time(),
+                booted_at=conditions.boot_time(),
+                load1=conditions.load_now() if load1 is None else load1,
+                spread=conditions.Spread(
+                    compute=compute_spread(rank_results),
+                    communication=conditions.pace_range(list(zip(*per_size, strict=True))),
+                ),
+                figures=link_figures(sizes, per_size, reduce_reps),
+            ).to_dict(),
         },
     )
 
 
+def _line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares (alpha, beta) of t = alpha + S·beta, each at its floor; the floors
+    alone without points (one rank alone has no link: never used)."""
+    alpha, beta = 1e-7, 1e-13
+    if len(points) > 1:
+        mean_s = statistics.fmean(s for s, _ in points)
+        mean_t = statistics.fmean(t for _, t in points)
+        beta = sum((s - mean_s) * (t - mean_t) for s, t in points) / sum(
+            (s - mean_s) ** 2 for s, _ in points
+        )
+        beta = max(beta, 1e-13)
+        alpha = max(mean_t - beta * mean_s, 1e-7)
+    return alpha, beta
+
+
+def link_figures(
+    sizes: Sequence[int], per_size: Sequence[list[float]], reduce_reps: Sequence[float]
+) -> dict[str, tuple[float, float]]:
+    """Each link figure's range over the repetitions: alpha and beta fitted on every
+    size's fastest repetition and on its slowest (each figure's lower and higher of the
+    two), gamma's fastest and slowest reduction. Informative (`calibrate` prints it):
+    the interval itself comes from the paces (conditions.Spread)."""
+    out: dict[str, tuple[float, float]] = {}
+    if sizes:
+        fast = _line([(s, min(t)) for s, t in zip(sizes, per_size, strict=True)])
+        slow = _line([(s, max(t)) for s, t in zip(sizes, per_size, strict=True)])
+        out["alpha"] = (min(fast[0], slow[0]), max(fast[0], slow[0]))
+        out["beta"] = (min(fast[1], slow[1]), max(fast[1], slow[1]))
+    if reduce_reps:
+        out["gamma"] = (min(reduce_reps), max(reduce_reps))
+    return out
+
+
+def compute_spread(rank_results: list[dict[str, Any]]) -> tuple[float, float]:
+    """The compute's (fast, slow) factors: per rank and block shape, the fastest and the
+    slowest forward-and-backward of one input against their median
+    (runtime.fit.calibration_compute.blocks keeps them, the row's sixth item; a result
+    without them: (1, 1)), the median over ranks and shapes (conditions.sample_range)."""
+    groups = [row[5] for r in rank_results for row in r["blocks"] if len(row) > 5]
+    return conditions.sample_range(groups)
+
+
 def ring_step_time(per_rank: Iterable[list[list[float]]]) -> float:
-    """Seconds per ring step at one size: per repetition, from the first rank's start
-    to the last rank's end, over its steps (each rank's row: [start, end, steps]); the
-    median over repetitions. This is how the lesson times an iteration, so the ranks'
+    """Seconds per ring step at one size: the median over repetitions of ring_step_times."""
+    return statistics.median(ring_step_times(per_rank))
+
+
+def ring_step_times(per_rank: Iterable[list[list[float]]]) -> list[float]:
+    """Seconds per ring step at one size, per repetition: from the first rank's start
+    to the last rank's end, over its steps (each rank's row: [start, end, steps]). This is how the lesson times an iteration, so the ranks'
     skew leaving the barrier and the jitter one late rank passes along the ring (each
     step waits on the left neighbour's previous one) are in the figure, as in the run's.
     """
     reps = zip(*per_rank, strict=True)
-    return statistics.median(
+    return [
         (max(end for _, end, _ in rep) - min(start for start, _, _ in rep)) / rep[0][2]
         for rep in reps
-    )
+    ]
 
 
 def fit_compute(

@@ -54,11 +54,11 @@ def cpu_seconds_by_turns(fns: list[Any], reps: int) -> list[float]:
     return [statistics.median(times) for times in samples]
 
 
-def blocks() -> list[list[float]]:
-    """[hidden, tokens, seq, forward s, backward s] of one block, per shape, timed as a
-    training step runs it: each forward on a new input, its activations kept until its
-    backward, LIVE_GRAPHS of them alive at once (as a pipeline stage holds its
-    microbatches'). Timed alone, a forward on the same input again and again ran up to
+def blocks() -> list[list[Any]]:
+    """[hidden, tokens, seq, forward s, backward s, [forward + backward s of each input]]
+    of one block, per shape, timed as a training step runs it: each forward on a new
+    input, its activations kept until its backward, LIVE_GRAPHS of them alive at once
+    (as a pipeline stage holds its microbatches'). Timed alone, a forward on the same input again and again ran up to
     a third faster than on fresh inputs with graphs alive (hidden 64, 2048 tokens); with
     every rank busy at once the two came within a few percent here, but a lesson never
     runs the first way. Every rank times the same shape at the same time (a barrier
@@ -88,7 +88,12 @@ def blocks() -> list[list[float]]:
             if rep == 0:
                 forward.clear()
                 backward.clear()
-        out.append([hidden, tokens, seq, statistics.median(forward), statistics.median(backward)])
+        # Last, each input's forward and backward together: their spread is the
+        # compute's (runtime.fit.calibration.compute_spread).
+        pairs = [f + b for f, b in zip(forward, backward, strict=True)]
+        out.append(
+            [hidden, tokens, seq, statistics.median(forward), statistics.median(backward), pairs]
+        )
     return out
 
 
