@@ -23,10 +23,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playground import session  # noqa: E402
+from playground.outcome import Outcome  # noqa: E402
 from runtime.sim.units import format_seconds  # noqa: E402
 
 
-def makespans(outcome: session.Outcome) -> dict[str, tuple[float, float]]:
+def makespans(outcome: Outcome) -> dict[str, tuple[float, float]]:
     return {
         m.series: (m.value, m.predicted)
         for m in outcome.metrics

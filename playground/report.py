@@ -16,14 +16,14 @@ import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from playground.formatting import metric_lines, plain
 from playground.i18n import default_language, t
-from playground.prediction_error import budget_lines, budget_words
-from playground.session import Outcome, UsageError
+from playground.outcome import Outcome
+from playground.prediction_error import budget_lines, budget_words, staleness_line
+from playground.session import UsageError
 from runtime.engine.files import NotRegularFile, check_regular
-from runtime.fit import calibration
+from runtime.fit import calibration, conditions
 from runtime.sim.costmodel import CostModel
 from runtime.sim.units import format_seconds
 from scenarios.failure_resume.rates import ResumeRates
@@ -65,8 +65,13 @@ def report(outcome: Outcome, args: argparse.Namespace) -> int:
         words = {w: t(f"app.{w}") for w in ("measured", "predicted", "error")}
         for line in metric_lines(outcome.metrics, words, language=default_language()):
             print(plain(line))
-        for line in budget_lines(outcome.budget_rows, budget_words(default_language())):
+        language = default_language()
+        for line in budget_lines(outcome.budget_rows, budget_words(language)):
             print(plain(line))
+        # A stale calibration (or one that recorded no spread), and how to calibrate again.
+        stale = staleness_line(outcome.calibration, world, language)
+        if stale is not None:
+            print(plain(stale))
         if outcome.workers is not None:  # each rank's figures, and the straggler
             from playground.workers_text import text_lines
 
@@ -83,12 +88,43 @@ def report(outcome: Outcome, args: argparse.Namespace) -> int:
 
 
 def dumps(doc: object, compact: bool = False) -> str:
-    """A `--json` document: indented, one value a line (readable with head and less), or
-    on one line with `--compact`. Strict JSON (no NaN); accented text as it is, anything
-    a terminal could act on (a bidi override, a C1 control, a lone surrogate) escaped."""
-    layout: dict[str, Any] = {"separators": (",", ":")} if compact else {"indent": 2}
-    text = json.dumps(doc, allow_nan=False, ensure_ascii=False, **layout)
+    """A `--json` document: indented, each record that fits a line (a span, a metric, a
+    point) on a line of its own (readable with head, less and grep), or on one line with
+    `--compact`. Strict JSON (no NaN); accented text as it is, anything a terminal could
+    act on (a bidi override, a C1 control, a lone surrogate) escaped."""
+    text = _line(doc) if compact else _indented(doc, 0)
     return UNSAFE.sub(_escaped, text)
+
+
+RECORD_WIDTH = 480  # a record up to this many characters is one line (a span); longer opens
+
+
+def _line(value: object, encoder: json.JSONEncoder | None = None) -> str:
+    return (encoder or _COMPACT).encode(value)
+
+
+_COMPACT = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+_RECORD = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _indented(value: object, depth: int) -> str:
+    """`value` as indented JSON, where a record that fits RECORD_WIDTH (a span, a metric,
+    a point) is written on one line by the C encoder: `indent=` would run Python's over
+    every value of a large timeline."""
+    pad = "  " * depth
+    if depth >= 1 and not (isinstance(value, dict | list) and value):
+        return _line(value, _RECORD)
+    if depth >= 1 and len(value) <= RECORD_WIDTH // 4:  # type: ignore[arg-type]
+        line = _line(value, _RECORD)  # (more items than that cannot fit: not tried)
+        if len(line) <= RECORD_WIDTH:
+            return line
+    if isinstance(value, dict) and value and all(isinstance(key, str) for key in value):
+        items = (f"{pad}  {_line(k)}: {_indented(v, depth + 1)}" for k, v in value.items())
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if isinstance(value, list) and value:
+        items = (f"{pad}  {_indented(v, depth + 1)}" for v in value)
+        return "[\n" + ",\n".join(items) + f"\n{pad}]"
+    return _line(value, _RECORD)
 
 
 UNSAFE = re.compile(r"[^\x20-\x7e\n]")  # not printable ASCII: looked at one by one
@@ -131,6 +167,12 @@ def check_outputs(args: argparse.Namespace) -> None:
         where = Path(path)
         if not path.strip():
             raise UsageError.said("cli.output_empty", flag=flag)
+        if flag == "--trace" and path.endswith((os.sep, "/")):  # a folder, one file a rank
+            from playground.export.trace_folder import check_trace_folder
+
+            check_trace_folder(path)  # new, empty and ours, or an earlier export of ours
+            if where.is_dir():
+                continue
         if where.is_dir():
             raise UsageError.said("cli.output_is_dir", flag=flag, path=plain(path))
         try:  # judged by what a link points to: a link to /dev/null is a device
@@ -195,3 +237,20 @@ def report_calibration(model: CostModel, as_json: bool, compact: bool = False) -
                 ckpt=format_seconds(checkpoint.checkpoint_s),
             )
         )
+    recorded = conditions.of(model)
+    if recorded is not None and recorded.spread is not None:
+        spread, figures = recorded.spread, recorded.figures or {}
+        alpha = figures.get("alpha")
+        print(
+            t(
+                "cli.calibrated_spread",
+                compute=_factors(spread.compute),
+                links=_factors(spread.communication),
+                alpha="—" if alpha is None else "–".join(format_seconds(a) for a in alpha),
+                load="—" if recorded.load1 is None else f"{recorded.load1:.2f}",
+            )
+        )
+
+
+def _factors(pair: tuple[float, float]) -> str:
+    return f"{pair[0]:.2f}–{pair[1]:.2f}"

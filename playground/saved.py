@@ -20,7 +20,8 @@ from pathlib import Path
 from playground import saved_schema as schema
 from playground.formatting import plain
 from playground.i18n import t
-from playground.session import FORMAT, Outcome, UsageError, decode_results, finish, resolve
+from playground.outcome import FORMAT, Outcome
+from playground.session import UsageError, decode_results, finish, resolve
 from playground.usage import os_reason
 from runtime.engine.files import NotRegularFile, TooLarge, read_bounded
 from runtime.engine.launch import LaunchResult

@@ -5,8 +5,8 @@ Textual app): parse the typed params, pick the cost model (a named profile,
 this machine's cached calibration, or the documented default), simulate,
 launch the real ranks (handing the launcher the lesson's rank entry, params and
 Program as data), decode the ranks' typed results, refine the prediction with
-what they measured, and compute the typed metrics. Saved runs are read back by
-playground.saved.
+what they measured, and compute the typed metrics, as an Outcome (playground.outcome).
+Saved runs are read back by playground.saved.
 
 A run goes to warm ranks when the caller hands it a RankPool (runtime.engine.pool; the
 app owns one) and the run may use one; else it starts its own ranks (cold). A
@@ -21,16 +21,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from playground.formatting import plain
-from playground.prediction_error import BudgetRow, budget_doc, budget_rows, error_rows, with_before
+from playground.outcome import Outcome
+from playground.prediction_error import with_before
 from playground.usage import UsageError, as_usage_error, param_usage_error
-from playground.worker_figures import workers_of
 from runtime.engine.faults import parse_faults, refuse_unreachable, slow_factors
-from runtime.fit import calibration
+from runtime.fit import calibration, conditions
 from runtime.fit.after_run import refine_after_run
 from runtime.sim.costmodel import CostModel, slowed
 from runtime.sim.profiles import PROFILES, get_profile, profile_names
@@ -38,72 +37,12 @@ from runtime.sim.program import Program
 from runtime.sim.simulate import simulate
 from runtime.sim.trace import Timeline
 from scenarios.base import Lesson, RunData
-from scenarios.metrics import Curve, Metric, finite
 from scenarios.params import Mode, ParamError, Params
 from scenarios.registry import LESSONS, get_lesson
 
 if TYPE_CHECKING:
     from runtime.engine.launch import LaunchResult
     from runtime.engine.pool import RankPool
-    from runtime.engine.stragglers import WorkersReport
-
-# The shape of `--json` documents: 2 since metrics are a typed list (README, "JSON").
-FORMAT = 2
-
-
-@dataclass
-class Outcome:
-    lesson: Lesson
-    params: Params
-    profile: CostModel
-    predicted: Timeline
-    measured: Timeline | None = None
-    metrics: list[Metric] = field(default_factory=list)
-    backend: str | None = None
-    run_dir: str | None = None
-    curves: list[Curve] = field(default_factory=list)
-    # A real run: whether its ranks were warm (kept from an earlier run), and the
-    # seconds from the request to the first action of any rank.
-    warm: bool | None = None
-    start_s: float | None = None
-
-    @cached_property
-    def workers(self) -> WorkersReport | None:
-        """Each rank's figures in the measured run (playground.worker_figures); None
-        before a run. Always computed from the timeline, never read back from a file."""
-        return workers_of(self, self.measured) if self.measured is not None else None
-
-    @property
-    def budget_rows(self) -> list[BudgetRow]:
-        """The lesson's headline times, predicted before and after the run, against their
-        error budgets (playground.prediction_error); none before a run."""
-        if self.measured is None:
-            return []
-        return budget_rows(self.metrics, self.lesson.hooks.headline)
-
-    def to_doc(self) -> dict[str, Any]:
-        """The `--json` document (strict JSON: non-finite numbers become null)."""
-        doc: dict[str, Any] = {
-            "format": FORMAT,
-            "scenario": self.lesson.name,
-            "params": self.params.to_dict(),
-            "profile": finite(self.profile.describe()),
-            "metrics": [m.to_dict() for m in self.metrics],
-        }
-        if self.curves:
-            doc["curves"] = [c.to_dict() for c in self.curves]
-        if self.measured is not None:
-            doc["backend"] = self.backend
-            doc["measured"] = [s.to_dict() for s in self.measured.spans]
-            doc["marks"] = [m.to_dict() for m in self.measured.marks]
-            doc["counters"] = [c.to_dict() for c in self.measured.counters]
-            if self.workers is not None:
-                doc["workers"] = self.workers.to_dict()
-            doc["prediction_error"] = budget_doc(
-                error_rows(self.metrics, self.lesson.hooks.headline)
-            )
-        doc["predicted"] = [s.to_dict() for s in self.predicted.spans]
-        return doc
 
 
 def resolve(name: str, raw: dict[str, Any], mode: Mode) -> tuple[Lesson, Params]:
@@ -159,8 +98,9 @@ def calibrate(
     spec = LaunchSpec(
         calibration.RANK_ENTRY, world_size, name="calibrate", backend=backend, params=job(probes)
     )
+    load = conditions.load_now()  # before the ranks load the machine themselves
     result = (pool.launch if pool is not None else launch)(spec, on_message=on_message)
-    model = calibration.fit(result.rank_results, result.backend, world_size, probes)
+    model = calibration.fit(result.rank_results, result.backend, world_size, probes, load1=load)
     calibration.save(model, result.backend, world_size)
     return model
 
@@ -219,11 +159,14 @@ def run(
     if ranks is None:  # the input is valid: the fork server imports torch meanwhile
         warm_start((lesson.rank_entry.partition(":")[0], *lesson.hooks.preload))
     own_pool = None
+    stale = None  # on a named profile: no calibration to judge
     try:
         if hardware:
             model = select_model(hardware, backend, world, nearest=False)
         else:
             model = calibration.lookup(calibration.backend_hint(backend), world)
+            if model is not None:  # judged before this run's ranks add their own load
+                stale = conditions.staleness_now(model)
             if model is None:
                 if on_calibrate is not None:
                     on_calibrate(world)
@@ -231,12 +174,15 @@ def run(
                     # The calibration and the run on the same ranks: spawn and import once.
                     ranks = own_pool = RankPool()
                 model = calibrate(world, backend, pool=ranks)
+                stale = conditions.Staleness("fresh")  # made just now, for this run
         # A slowed rank (--fault slow:...) is predicted slowed too: the same run.
         model = slowed(lesson.prepare_model(params, model), slow_factors(parsed_faults))
         program = lesson.build(params)
         # The prediction shown while the run goes (the app's), and a check that the
         # Program can finish: a deadlock is refused before any rank starts.
         before = simulate(program, model)
+        # The before-run interval: the Program at the calibration's fast and slow ends.
+        ends = [(simulate(program, end), end) for end in conditions.ends(model) or ()]
         try:  # and a timed fault the run would never live to fire
             refuse_unreachable(parsed_faults, before.makespan)
         except ValueError as exc:
@@ -270,7 +216,16 @@ def run(
     outcome = finish(lesson, params, model, result, program)
     # What the profile said before the run, beside what the run's own figures say.
     said = [*lesson.metrics(params, before, None), *lesson.figure_metrics(params, model)]
-    outcome.metrics = with_before(outcome.metrics, said)
+    at_ends = [
+        [*lesson.metrics(params, timeline, None), *lesson.figure_metrics(params, end)]
+        for timeline, end in ends
+    ]
+    outcome.metrics = with_before(
+        outcome.metrics, said, (at_ends[0], at_ends[1]) if len(at_ends) == 2 else None
+    )
+    if stale is not None:  # with the profile: a saved run keeps it
+        details = {**outcome.profile.details, "staleness": stale.to_dict()}
+        outcome.profile = replace(outcome.profile, details=details)
     first_ns = result.first_action_ns()
     outcome.warm = result.warm
     outcome.start_s = (first_ns - requested_ns) / 1e9 if first_ns is not None else None

@@ -25,7 +25,7 @@ from scenarios.workers import MAX_RATIO, RATIO_ENV, straggler_ratio, worker_opti
 
 
 class LessonRun(Protocol):
-    """What the figures need of an outcome (playground.session.Outcome has it)."""
+    """What the figures need of an outcome (playground.outcome.Outcome has it)."""
 
     lesson: Lesson
     params: Params

@@ -46,7 +46,7 @@ from test_hostile_replay import (
 )
 
 from playground.export.html import write_html
-from playground.session import Outcome
+from playground.outcome import Outcome
 from runtime.sim.costmodel import CostModel
 from runtime.sim.trace import Mark, Span, Timeline
 from scenarios.metrics import CATEGORIES, UNITS, Curve, Metric

@@ -15,7 +15,7 @@ import pytest
 from test_hostile_replay import check_html, unescape_json
 
 from playground.export.html import write_html
-from playground.session import Outcome
+from playground.outcome import Outcome
 from runtime.sim.costmodel import CostModel
 from runtime.sim.trace import Mark, Span, Timeline
 from scenarios.metrics import Curve, Metric

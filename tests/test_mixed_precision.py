@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from test_cli import playground, predict_without_torch
 
 from playground import session
+from playground.outcome import Outcome
 from runtime.engine.models import GPTConfig, MiniGPT, batch
 from runtime.sim.costmodel import CostModel
 from runtime.sim.simulate import simulate
@@ -292,7 +293,7 @@ def test_param_errors_name_their_field():
 
 
 @pytest.fixture(scope="module")
-def two_ranks() -> session.Outcome:
+def two_ranks() -> Outcome:
     """Every precision by hand and by torch on 2 gloo ranks, an overflow at step 2."""
     return session.run(
         "mixed-precision",

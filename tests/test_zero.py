@@ -17,6 +17,7 @@ from test_cli import playground, predict_without_torch
 from playground import session
 from playground.export.html import render_html
 from playground.export.memory import build_memory_figure
+from playground.outcome import Outcome
 from runtime.sim.units import parse_count
 from scenarios.metrics import CATEGORIES, Metric
 from scenarios.params import ParamError
@@ -229,7 +230,7 @@ def test_app_form_fields_and_shape_rule():
 
 
 @pytest.fixture(scope="module")
-def four_ranks() -> session.Outcome:
+def four_ranks() -> Outcome:
     """Every stage on 4 real gloo ranks, the default small MiniGPT, 2 Adam steps."""
     return session.run("zero", {"ranks": "4"}, hardware="cpu-default")
 

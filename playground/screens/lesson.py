@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
@@ -38,10 +39,11 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 
 from playground import progress as progress_store
-from playground import session
 from playground.challenges import Verdict, goal_of
 from playground.i18n import t
 from playground.metrics_server import run_id
+from playground.outcome import Outcome
+from playground.prediction_error import staleness_line
 from playground.progress import LessonProgress
 from playground.screens import BilingualBindings, bilingual
 from playground.screens.lesson_goal import GoalChallenges, StoryKeys
@@ -56,6 +58,7 @@ from playground.widgets.narrative import NarrativePanel
 from playground.widgets.ring import RingView
 from playground.widgets.workers import WorkersView
 from runtime.engine.pool import RankPool
+from runtime.fit.conditions import Staleness, staleness_now
 from runtime.sim.program import Action
 from scenarios.base import Lesson
 from scenarios.workers import live_workers
@@ -86,7 +89,7 @@ class LessonScreen(OutcomePanels, StoryKeys, GoalChallenges, BilingualBindings, 
         *bilingual("escape", "escape", "app.key_back"),
         *bilingual("r", "controls('run')", "app.run"),
         *bilingual("p", "controls('predict')", "app.predict"),
-        *bilingual("o", "controls('ask_open')", "app.open", show=False),
+        *bilingual("o", "open", "app.open", show=False),
         *bilingual("space", "gantt('toggle_play')", "app.key_play"),
         *bilingual("left", "gantt('step', -1)", "app.prev", show=False),
         *bilingual("right", "gantt('step', 1)", "app.next", show=False),
@@ -122,7 +125,7 @@ class LessonScreen(OutcomePanels, StoryKeys, GoalChallenges, BilingualBindings, 
         self.metrics_server = metrics  # the app's Prometheus endpoint, if asked for
         self.live: LiveWorkers | None = None  # the running run's workers
         self._workers_drawn = 0.0
-        self.outcome: session.Outcome | None = None
+        self.outcome: Outcome | None = None
         self.actions: dict[str, Action] = {}
         self.last_export: Path | None = None
         # The narrative step `n`/`N`/Home/End chose: shown until the cursor moves otherwise.
@@ -133,6 +136,9 @@ class LessonScreen(OutcomePanels, StoryKeys, GoalChallenges, BilingualBindings, 
         self.progress = LessonProgress(1, lesson.name)
         self.verdicts: list[Verdict] = []
         self.overview = self.goal is not None
+        # The calibration's staleness and the world size it was judged for: the header's
+        # status line (_show_calibration).
+        self.calibration: tuple[Staleness | None, int] = (None, 0)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -195,6 +201,7 @@ class LessonScreen(OutcomePanels, StoryKeys, GoalChallenges, BilingualBindings, 
         self._show_legend()
         if self.outcome is not None:
             self._show_panels(self.outcome)
+        self._show_calibration()
 
     def _title_gantt(self) -> None:
         mode = t("app.mode_" + self.gantt.mode, self.language)
@@ -231,6 +238,34 @@ class LessonScreen(OutcomePanels, StoryKeys, GoalChallenges, BilingualBindings, 
     def open_path(self, path: str) -> None:
         self.controls.open_path(path)
 
+    def action_open(self) -> None:
+        """`o`: the Open box's path (a saved run, or traces: the trace screen), or the cursor
+        put there when it is empty."""
+        if not self._open_traces():
+            self.controls.ask_open()
+
+    def on_key(self, event: events.Key) -> None:
+        """Enter in the Open box naming traces opens the trace screen. The key reaches the
+        screen before any binding is looked up (they are, once it has bubbled to the app),
+        so the box's own Enter, which opens a saved run, never sees traces."""
+        focused = self.focused
+        in_box = isinstance(focused, Input) and focused.id == "open-path"
+        if event.key == "enter" and in_box and self._open_traces():
+            event.stop()
+            event.prevent_default()
+
+    def _open_traces(self) -> bool:
+        """The trace screen on the Open box's traces, if it names traces (issue 39)."""
+        from playground.kineto.reader import typed_traces
+
+        paths = typed_traces(self.query_one("#open-path", Input).value)
+        if paths is None:
+            return False
+        self.gantt.focus()  # back from the trace screen, keys go to the lesson again
+        # On the app's loop, by the app's own `o`: the screen binds to the app's language.
+        self.app.call_later(self.app.action_open_trace, paths)  # type: ignore[attr-defined]
+        return True
+
     # -- what the controls post ------------------------------------------------------------
     def on_lesson_controls_started(self, message: LessonControls.Started) -> None:
         self.actions = {a.id: a for a in message.program.actions()}
@@ -258,7 +293,22 @@ class LessonScreen(OutcomePanels, StoryKeys, GoalChallenges, BilingualBindings, 
 
     def on_lesson_controls_ready(self, message: LessonControls.Ready) -> None:
         self.check_challenges(message.outcome, message.source)
-        self.show_outcome(message.outcome)
+        outcome = message.outcome
+        # A run judged its calibration as it started, before its ranks loaded the machine;
+        # a prediction is judged now; a saved run's profile is another moment's: not judged.
+        stale = outcome.calibration if message.source == "run" else None
+        if message.source != "open":
+            stale = stale or staleness_now(outcome.profile)
+        self.calibration = (stale, outcome.params.world_size)
+        self.show_outcome(outcome)  # the metrics panel says why it is stale
+        self._show_calibration()
+
+    def _show_calibration(self) -> None:
+        """The status line under the title: a stale calibration (made before the last
+        boot, or at a load average unlike now's; runtime.fit.conditions) and the command
+        that calibrates again; empty while it is fresh or on a named profile."""
+        stale, world = self.calibration
+        self.sub_title = staleness_line(stale, world, self.language, short=True) or ""
 
     # -- export and help ----------------------------------------------------------------
     def action_export(self) -> None:

@@ -20,9 +20,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from playground import progress as progress_store
-from playground import session
 from playground.challenges import Verdict, check
 from playground.i18n import t
+from playground.outcome import Outcome
 from playground.progress import LessonProgress
 from playground.widgets.challenges import comparison
 from playground.widgets.legend import GanttLegend
@@ -106,7 +106,7 @@ class GoalChallenges(_Screen):
     overview: bool
     language: str
 
-    def check_challenges(self, outcome: session.Outcome, source: str) -> None:
+    def check_challenges(self, outcome: Outcome, source: str) -> None:
         """Check the challenges on what the ranks measured (a run of this app) or on a
         prediction; a saved run opened from a file meets none. Says what was met."""
         if self.goal is None:

@@ -30,7 +30,7 @@ from runtime.engine.stragglers import WorkersReport
 from scenarios.metrics import find
 
 if TYPE_CHECKING:
-    from playground.session import Outcome
+    from playground.outcome import Outcome
 
 LABEL = 5  # "r12 ⚠"
 FIGURES = ("step", "busy", "wait")  # the figures beside the sparklines
