@@ -90,7 +90,7 @@ def test_a_prediction_meets_an_arithmetic_challenge_only_with_the_right_answer(
 def test_an_answer_is_asked_before_and_other_params_do_not_count() -> None:
     verdict, _ = _verdict("why-distribute", {}, "bytes-per-param", None)
     assert verdict.met is None  # no answer given first: not checked
-    verdict, _ = _verdict("why-distribute", {}, "seven-b", "no")  # 109k params, not 7B
+    verdict, _ = _verdict("why-distribute", {"question": "minigpt"}, "seven-b", "no")  # not 7B
     assert verdict.met is False
 
 

@@ -41,7 +41,7 @@ def test_the_runs_the_model_misses_say_why():
 def test_presets_have_their_published_parameter_counts():
     """Ψ from each preset's shape, against the figure its paper names."""
     published = {
-        "gpt3-175b": 175e9, "megatron-1t": 1008e9, "llama3-8b": 8.03e9,
+        "gpt3-175b": 175e9, "megatron-1t": 1008e9, "llama2-7b": 6.74e9, "llama3-8b": 8.03e9,
         "llama3-70b": 70.6e9, "llama3-405b": 405.8e9, "mt-nlg-530b": 530e9,
         "bloom-176b": 176e9, "opt-175b": 175e9,
     }  # fmt: skip

@@ -15,6 +15,7 @@ from playground import session
 from runtime.sim import formulas
 from runtime.sim.profiles import get_profile
 from scenarios.metrics import Metric
+from scenarios.params import ParamError
 from scenarios.registry import get_lesson
 from scenarios.tensor_parallel import memory
 from scenarios.why_distribute import report
@@ -212,3 +213,76 @@ def test_presets_layouts_and_context_parallelism_predict_without_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+# -- Llama 3's pipeline: its chunks, the schedule's memory, an H100's matmuls --------------
+def test_the_ends_of_a_pipeline_take_one_layer_fewer_when_that_divides():
+    """Llama 3 (§3.3.2): 126 layers on 16 × 8 one-layer chunks, the first chunk only the
+    embedding, the last only the output; BLOOM: 70 layers and 2 embeddings on 12 stages."""
+    from scenarios.why_distribute.footprint import chunk_layers, fits_chunks
+
+    assert chunk_layers(126, 128) == (0, *[1] * 126, 0)
+    assert chunk_layers(70, 12) == (5, *[6] * 10, 5)
+    assert chunk_layers(10, 4) == (2, 3, 3, 2)  # 12 = 4 × 3: the ends give one up
+    assert list(chunk_layers(9, 4)) == formulas.even_split(9, 4)  # 11 does not divide: even
+    assert fits_chunks(126, 128) and not fits_chunks(126, 127) and fits_chunks(126, 126)
+    ok = LESSON.parse({"preset": "llama3-405b", "attention": "flash", "gpus": "16384",
+                       "gpu": "h100-80gb", "global_batch": "2048",
+                       "layout": "tp8,pp16,dp128,v8,zero1"}, "predict")  # fmt: skip
+    assert ok.pinned is not None and ok.pinned.chunks == 8
+    for pp, fits in ((12, True), (11, False)):  # 10 layers: 12 chunks fit, 11 do not
+        raw = {"layers": "10", "hidden": "1024", "heads": "8", "gpus": str(pp),
+               "gpus_per_node": "1", "layout": f"tp1,pp{pp},dp1"}  # fmt: skip
+        if fits:
+            assert LESSON.parse(raw, "predict").pinned is not None
+            continue
+        with pytest.raises(ParamError, match="layers \\+ 2") as refused:
+            LESSON.parse(raw, "predict")
+        assert refused.value.field == "layout" and "layers + 2" in (refused.value.es or "")
+
+
+def test_the_schedule_says_how_many_microbatches_each_rank_holds():
+    """1F1B: rank r holds min(p − r, m) microbatches of its layers; interleaved (Megatron's
+    warm-up, 2·(p − r − 1) + (v − 1)·p, plus one): by hand for p = 4, v = 2, m = 8."""
+    one = Layout(pp=4, microbatches=8, chunks=1)
+    assert one.held(16) == (4 * 4, 3 * 4, 2 * 4, 1 * 4)
+    assert Layout(pp=4, microbatches=2).held(16) == (2 * 4, 2 * 4, 2 * 4, 1 * 4)
+    two = Layout(pp=4, microbatches=8, chunks=2)
+    # 16 layers + 2 = 18, not a multiple of 8 chunks: 2 layers each; rank 0 runs 6 + 4 + 1
+    # = 11 chunk-forwards before its first backward: 4 of chunk 0, 4 of chunk 1, 3 of chunk 0
+    assert two.held(16)[0] == 11 * 2
+    assert two.held(16)[3] == (0 + 4 + 1) * 2
+    # the interleaved peak is never below 1F1B's on the first rank, and all of it when m = p
+    assert Layout(pp=4, microbatches=4, chunks=2).held(16)[0] == 4 * 4
+
+
+def test_an_h100s_matmuls_run_at_its_measured_share_against_the_a100s():
+    from scenarios.why_distribute.gpus import A100_MAMF, GPUS
+
+    h100, a100 = GPUS["h100-80gb"], GPUS["a100-80gb"]
+    assert a100.matmul_scale == pytest.approx(1.0)
+    assert h100.matmul_scale == pytest.approx((794.5 / 989) / A100_MAMF)
+    assert GPUS["rtx4090"].matmul_scale == 1.0  # none measured: the A100's share
+    pb = report.problem(LESSON.parse({"preset": "llama3-8b", "gpu": "h100-80gb"}, "predict"))
+    flat = replace(pb.kernels, gemm_scale=1.0)
+    big = (8192, 8192, 8192)
+    assert pb.kernels.gemm(*big) > flat.gemm(*big)
+
+
+def test_llama_3s_16k_gpu_run_is_reproduced_with_its_schedule():
+    """Table 4's 16,384-GPU row: 400 TFLOP/s, 41% MFU, with v = 8 (published.py says why);
+    the same layout without interleaving leaves most of the step in the bubble."""
+    from scenarios.why_distribute.published import RUNS
+
+    run = next(r for r in RUNS if "16,384" in r.name)
+    assert "v8" in run.params["layout"] and not run.miss
+    plain = {**run.params, "layout": "tp8,pp16,dp128,zero1"}
+    steps = {}
+    for name, raw in (("v8", run.params), ("v1", plain)):
+        out = session.predict("why-distribute", raw, hardware=run.hardware).metrics
+        steps[name] = value(out, "step_s")
+        bubble = value(out, "step_pipeline_s")
+        assert isinstance(bubble, float)
+        steps[name + "_bubble"] = bubble
+    assert steps["v8"] == pytest.approx(run.step_s, rel=0.15)
+    assert steps["v1_bubble"] > 4 * steps["v8_bubble"]

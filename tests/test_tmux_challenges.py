@@ -30,7 +30,9 @@ pytestmark = [
 # lesson -> rounds of ([(challenge index, answer typed)], key, [(challenge number, met)]),
 # every answer right or wrong at the lesson's defaults.
 ROUNDS = {
-    "why-distribute": [([(0, "12")], "p", [(1, False)]), ([(0, "16")], "p", [(1, True)])],
+    # its defaults ask whether a 7B model trains on one 80 GiB GPU (challenge 2: no)
+    "why-distribute": [([(0, "12"), (1, "yes")], "p", [(1, False), (2, False)]),
+                       ([(0, "16"), (1, "no")], "p", [(1, True), (2, True)])],
     "ring-allreduce": [([(0, "1000")], "r", [(1, False)]), ([(0, "6291456")], "r", [(1, True)])],
     "zero": [([(1, "1.5"), (2, "params")], "r", [(2, True), (3, False)])],
     "failure-resume": [([(3, "600")], "p", [(4, False)]), ([(3, "1138")], "p", [(4, True)])],

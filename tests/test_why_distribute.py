@@ -13,6 +13,7 @@ import pytest
 from cli_server import run_cli
 
 from playground import session
+from playground.outcome import Outcome
 from runtime.sim.formulas import ring_all_reduce_time
 from runtime.sim.simulate import simulate
 from scenarios.metrics import Metric
@@ -63,11 +64,39 @@ def test_7b_in_fp32_does_not_fit_an_a100_and_names_memory_pressure():
     assert value(m, "fits_one_gpu") is False
     # weights and grads (56 GB) fit; Adam's 56 GB more do not: shard the optimizer
     assert value(m, "pressure") == "memory" and value(m, "strategy") == "ZeRO-1"
-    assert "112 GB of state" in value(m, "reason") and value(m, "deadline_days") is None
+    # 112 GB is 104 GiB, said in the device's own unit: an "80 GB" A100 holds 80 GiB
+    assert "104 GiB of state" in value(m, "reason") and value(m, "deadline_days") is None
+    assert "the GPU has 80 GiB" in value(m, "reason") and "85.9" not in value(m, "reason")
+    assert "la GPU tiene 80 GiB" in spanish(m, "reason")
     # with a 30-day deadline Chinchilla's 140B tokens (545 days on one A100) press too
     m = predict(params="7B", gpu="a100-80gb", precision="fp32", deadline="720h")
     assert value(m, "pressure") == "both" and "545 days" in value(m, "reason")
     assert value(m, "strategy").startswith("3D")
+
+
+def test_the_lesson_opens_on_7b_on_one_gpu_and_switches_to_70b_and_the_minigpt():
+    """Issue 40 item 6: the defaults ask a real question, and `question` switches it."""
+    m = predict()
+    assert value(m, "parameters") == 6_738_415_616  # Llama 2 7B, its published count
+    assert value(m, "gpu") == "a100-80gb" and value(m, "fits_one_gpu") is False
+    assert value(m, "pressure") == "memory" and value(m, "strategy") == "ZeRO-1"
+    assert "what is too big is optimizer" in value(m, "reason")
+    assert "No layout fits on 1" in value(m, "recommended")
+    assert "Predicted only" in value(m, "real_run") and "Solo predicción" in spanish(m, "real_run")
+    m = predict(question="70b-64-gpus")
+    assert value(m, "parameters") == 70_553_706_496 and value(m, "gpu") == "h100-80gb"
+    assert value(m, "recommended_gpus") == 64 and value(m, "pressure") == "memory"
+    assert "what is too big is weights" in value(m, "reason")
+    m = predict(question="minigpt")
+    assert value(m, "pressure") == "none" and value(m, "fits_one_gpu") is True
+    assert value(m, "parameters") == value(m, "demo_parameters")
+    assert "trains this MiniGPT" in value(m, "real_run")
+    # what the learner types wins over the question: the model, the GPU, the GPUs
+    m = predict(params="13B", gpus="16", gpu="h100-80gb")
+    assert value(m, "parameters") == 13e9 and value(m, "recommended_gpus") == 16
+    assert value(m, "gpu") == "h100-80gb"
+    params = LESSON.parse({}, "predict")
+    assert LESSON.parse(params.to_dict(), "predict") == params  # the question round-trips
 
 
 def test_a_400k_model_fits_and_only_time_could_justify_distributing():
@@ -297,7 +326,7 @@ def test_ddp_stops_scaling_on_a_gpu_profile():
 
 # -- the real demonstration -----------------------------------------------------------------
 @pytest.fixture(scope="module")
-def two_ranks() -> session.Outcome:
+def two_ranks() -> Outcome:
     return session.run("why-distribute", {"ranks": "2"}, hardware="cpu-default")
 
 

@@ -71,15 +71,28 @@ GOAL = Goal(
         Challenge(
             "seven-b",
             both(
-                "Does training a 7B model fit one 80 GB GPU? (yes/no)",
-                "¿Cabe el entrenamiento de un modelo de 7B en una GPU de 80 GB? (yes/no)",
+                "The lesson's opening question: does training a 7B model (Llama 2) fit one "
+                "80 GiB GPU? (yes/no)",
+                "La pregunta con la que se abre la lección: ¿cabe el entrenamiento de un "
+                "modelo de 7B (Llama 2) en una GPU de 80 GiB? (yes/no)",
             ),
-            both("Answer, then predict with params=7B.", "Responda y prediga con params=7B."),
-            lambda f: _size(f, 7),
-            both("No: 7B × 16 B = 112 GB.", "No: 7B × 16 B = 112 GB."),
             both(
-                "Its inference (2 B/param, 14 GB) fits; its training state does not.",
-                "Su inferencia (2 B/parámetro, 14 GB) cabe; su estado de entrenamiento no.",
+                "Answer, then predict with the defaults (question=7b-one-gpu).",
+                "Responda y prediga con los valores por defecto (question=7b-one-gpu).",
+            ),
+            lambda f: _size(f, 7),
+            both(
+                "No: 6.74B × 16 B = 108 GB = 100 GiB of weights, grads and Adam states, "
+                "over 80 GiB before any activation.",
+                "No: 6,74B × 16 B = 108 GB = 100 GiB de pesos, gradientes y estados de "
+                "Adam, más de 80 GiB antes de cualquier activación.",
+            ),
+            both(
+                "Its inference (2 B/param, 12.6 GiB) fits; its training state does not: the "
+                "optimizer states are what is too big, so ZeRO-1 over a few GPUs is the plan.",
+                "Su inferencia (2 B/parámetro, 12,6 GiB) cabe; su estado de entrenamiento no: "
+                "lo que sobra son los estados del optimizador, así que el plan es ZeRO-1 "
+                "sobre unas pocas GPUs.",
             ),
             by="predict",
             ask=Ask(
@@ -96,8 +109,10 @@ GOAL = Goal(
                 "Un modelo de 70B en 64 H100: ¿qué presión? (none/time/memory/both)",
             ),
             both(
-                "Answer, then predict params=70B, gpu=h100-80gb, gpus=64.",
-                "Responda y prediga params=70B, gpu=h100-80gb, gpus=64.",
+                "Answer, then switch to question=70b-64-gpus (Llama 3 70B on 8 nodes of 8 "
+                "H100s) and predict.",
+                "Responda, cambie a question=70b-64-gpus (Llama 3 70B en 8 nodos de 8 H100) y "
+                "prediga.",
             ),
             lambda f: _size(f, 70) and f.params.gpus == 64 and f.params.gpu == "h100-80gb",
             both(
@@ -105,8 +120,10 @@ GOAL = Goal(
                 "memory (y both en cuanto hay un plazo de 30 días).",
             ),
             both(
-                "1.1 TB of state cannot sit in 80 GB; one GPU would take years.",
-                "1,1 TB de estado no caben en 80 GB; una GPU tardaría años.",
+                "1,051 GiB of state cannot sit in 80 GiB, and the weights alone (131 GiB) "
+                "are too big: ZeRO-3 or PP; one GPU would take decades.",
+                "1.051 GiB de estado no caben en 80 GiB, y ya los pesos (131 GiB) sobran: "
+                "ZeRO-3 o PP; una GPU tardaría décadas.",
             ),
             by="predict",
             ask=Ask(
@@ -123,21 +140,27 @@ GOAL = Goal(
                 "70B en 64 H100 en 30 días: ¿parte el plan el modelo (TP o PP)? (yes/no)",
             ),
             both(
-                "Answer, then predict with deadline=720h; read the plans table.",
-                "Responda y prediga con deadline=720h; lea la tabla de planes.",
+                "Answer, then predict question=70b-64-gpus with deadline=720h; read the plans "
+                "table.",
+                "Responda y prediga question=70b-64-gpus con deadline=720h; lea la tabla de "
+                "planes.",
             ),
             lambda f: _size(f, 70) and f.params.gpus == 64 and f.params.deadline > 0,
             both(
-                "No at seq 2048: tp1·pp1·dp64 with ZeRO-3 and selective recomputation; with "
-                "seq=8192 the activations push it to tp4.",
-                "No con seq 2048: tp1·pp1·dp64 con ZeRO-3 y recomputación selectiva; con "
-                "seq=8192 las activaciones lo llevan a tp4.",
+                "Yes: tp4·pp1·dp16 with ZeRO-3 and selective recomputation, TP inside a node; "
+                "and even so it takes about a year, not 30 days.",
+                "Sí: tp4·pp1·dp16 con ZeRO-3 y recomputación selectiva, TP dentro de un nodo; "
+                "y aun así tarda cerca de un año, no 30 días.",
             ),
             both(
-                "ZeRO-3 divides the 1.1 TB of state by 64 (17.5 GB each); TP is the last "
-                "resort, inside a node, when activations still do not fit.",
-                "ZeRO-3 divide los 1,1 TB de estado entre 64 (17,5 GB cada una); TP es el "
-                "último recurso, dentro de un nodo, cuando las activaciones aún no caben.",
+                "ZeRO-3 over 16 and TP over 4 split the 1,051 GiB of state 64 ways (16.4 GiB "
+                "a GPU); at seq 8192 the activations would not fit without TP, which stays "
+                "inside a node, on NVLink. Memory is solved; the deadline needs about 12 "
+                "times more GPUs.",
+                "ZeRO-3 sobre 16 y TP sobre 4 reparten los 1.051 GiB de estado en 64 partes "
+                "(16,4 GiB por GPU); con seq 8192 las activaciones no cabrían sin TP, que se "
+                "queda dentro de un nodo, por NVLink. La memoria queda resuelta; el plazo pide "
+                "unas 12 veces más GPUs.",
             ),
             by="predict",
             ask=Ask(
@@ -146,6 +169,36 @@ GOAL = Goal(
                 choices=("yes", "no"),
             ),
             minutes=10,
+        ),
+        Challenge(
+            "minigpt",
+            both(
+                "The closing contrast: the MiniGPT the real run trains, on 8 A100s: which "
+                "pressure? (none/time/memory/both)",
+                "El contraste final: el MiniGPT que entrena la ejecución real, en 8 A100: ¿qué "
+                "presión? (none/time/memory/both)",
+            ),
+            both(
+                "Answer, then predict with question=minigpt.",
+                "Responda y prediga con question=minigpt.",
+            ),
+            lambda f: f.params.question == "minigpt" and f.params.shape_source == "demo",
+            both("none.", "none."),
+            both(
+                "Its 1.7 MiB of state fits any GPU and one GPU trains it in a second: no "
+                "reason to distribute. The real run distributes it only to show, under a "
+                "per-rank cap, what ZeRO-3 and DDP do.",
+                "Sus 1,7 MiB de estado caben en cualquier GPU y una sola lo entrena en un "
+                "segundo: no hay razón para distribuir. La ejecución real lo distribuye solo "
+                "para mostrar, con un límite por rango, qué hacen ZeRO-3 y DDP.",
+            ),
+            by="predict",
+            ask=Ask(
+                both("Pressure:", "Presión:"),
+                truth=lambda f: f.value("pressure"),
+                choices=("none", "time", "memory", "both"),
+            ),
+            minutes=5,
         ),
         Challenge(
             "budget",
@@ -158,7 +211,10 @@ GOAL = Goal(
                 "Un modelo mayor, más GPU o un presupuesto menor: mire budget_sentence.",
             ),
             lambda f: f.value("budget_accepted") is False,
-            both("e.g. params=125M, gpus=8, budget=1.", "p. ej. params=125M, gpus=8, budget=1."),
+            both(
+                "e.g. question=minigpt with params=125M, gpus=8, budget=1.",
+                "p. ej. question=minigpt con params=125M, gpus=8, budget=1.",
+            ),
             both(
                 "Cost = GPUs × price × hours (with setup and margin); over the ceiling, refused.",
                 "Coste = GPU × precio × horas (con preparación y margen); sobre el techo, "

@@ -42,7 +42,7 @@ from runtime.sim.compute import ComputeRates
 from runtime.sim.costmodel import CostModel
 from runtime.sim.program import Action
 from scenarios.why_distribute.efficiency import ELEMENT, Kernels
-from scenarios.why_distribute.footprint import Layout, element_bytes
+from scenarios.why_distribute.footprint import Layout, chunk_layers, element_bytes
 from scenarios.why_distribute.gpus import Gpu
 from scenarios.why_distribute.model import Model
 
@@ -94,7 +94,8 @@ class Problem:
         assert rates.peak_flops_per_s is not None
         hbm = 3 / gamma if gamma else 1e12  # the profile's γ is 3 bytes at HBM speed
         launch = rates.forward_overhead_s / 12  # the profile's 12 launches a block forward
-        return Kernels(rates.peak_flops_per_s, hbm, launch, self.tflops * 1e12)
+        scale = self.gpu.matmul_scale
+        return Kernels(rates.peak_flops_per_s, hbm, launch, self.tflops * 1e12, scale)
 
     @property
     def elem(self) -> int:
@@ -228,8 +229,8 @@ def ring_hop_seconds(problem: Problem, layout: Layout, nbytes: float) -> float:
 
 def stage_costs(problem: Problem, layout: Layout) -> list[tuple[float, float]]:
     """(F, B) seconds per microbatch of each virtual stage (p·v of them, stage s on
-    rank s mod p), the layers split as evenly as they go (the first ones one more),
-    the output layer on the last. Cached: the DP degree and ZeRO stage do not change it."""
+    rank s mod p), the layers split by footprint.chunk_layers (evenly, or the ends one
+    fewer for the embedding and the output layer), the output layer on the last. Cached: the DP degree and ZeRO stage do not change it."""
     key = ("stages", layout.tp, layout.cp, layout.micro, layout.recompute, layout.pp,
            layout.chunks)  # fmt: skip
     if key not in problem._cache:
@@ -239,7 +240,7 @@ def stage_costs(problem: Problem, layout: Layout) -> list[tuple[float, float]]:
 
 def _stage_costs(problem: Problem, layout: Layout) -> list[tuple[float, float]]:
     one = layer_costs(problem, layout)
-    split = formulas.even_split(problem.shape.layers, layout.pp * layout.chunks)
+    split = chunk_layers(problem.shape.layers, layout.pp * layout.chunks)
     out = [(n * one.f, n * one.b) for n in split]
     head_f, head_b, _ = head_costs(problem, layout)
     f, b = out[-1]

@@ -187,6 +187,8 @@ def diagnose(
 
 
 def _gb(nbytes: float) -> str:
-    """Decimal gigabytes, as GPU datasheets count them: 112 GB, 0.0064 GB."""
-    value = nbytes / 1e9
+    """Binary gigabytes (GiB), as the device's memory is counted: an "80 GB" A100 holds
+    80 GiB, and one unit in the sentence keeps 108 GB of state from looking smaller than
+    it is beside "85.9 GB" (100 GiB against 80 GiB)."""
+    value = nbytes / 2**30
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"

@@ -33,9 +33,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The fraction of the dense peak the tensor cores sustain on a large 16-bit matmul,
-# fit to Narayanan et al. 2021's Table 1 (A100) with the memory term above. The same
-# share is assumed on H100 and Ada, where no published table fixed it (Llama 3's
-# H100 run, predicted with it, lands within 12%: docs/benchmarks.md).
+# fit to Narayanan et al. 2021's Table 1 (A100) with the memory term above. Another
+# GPU's is this times its measured best-matmul share over the A100's (gpus.MAMF_SOURCE:
+# 0.803 / 0.869 on an H100), or the same where none is measured (Ada, H200).
 GEMM_PEAK = 0.74
 ELEMENT = 2  # bytes of a 16-bit operand
 
@@ -49,6 +49,7 @@ class Kernels:
     hbm: float
     launch_s: float
     achieved: float = 0.0
+    gemm_scale: float = 1.0  # the GPU's matmul share against the A100's (gpus.Gpu.matmul_scale)
 
     def gemm(self, m: float, n: float, k: float) -> float:
         """Seconds of one m × k by k × n matmul (see the module's formula)."""
@@ -56,7 +57,8 @@ class Kernels:
         if self.achieved:
             return flops / self.achieved
         operands = ELEMENT * (m * k + k * n + m * n)
-        return self.launch_s + flops / (self.peak * GEMM_PEAK) + operands / self.hbm
+        rate = self.peak * GEMM_PEAK * self.gemm_scale
+        return self.launch_s + flops / rate + operands / self.hbm
 
     def gemm_backward(self, m: float, n: float, k: float) -> float:
         """Its backward: the input's gradient (m × n by n × k) and the weights' (k × m by m × n)."""

@@ -19,12 +19,28 @@ from runtime.sim.compute import ComputeRates
 from runtime.sim.costmodel import CostModel
 from runtime.sim.profiles import get_profile
 
+# The largest share of its dense BF16 peak each GPU's best matmul reaches, measured
+# (Bekman, Machine Learning Engineering, "Maximum Achievable Matmul FLOPS comparison
+# table": mamf-finder.py, the mean of 100 runs of the best of a sweep of shapes):
+# A100 SXM 271.2 of 312 TFLOP/s, H100 SXM 794.5 of 989. The planner's matmul rate
+# (efficiency.GEMM_PEAK) is fit on A100s; another GPU's is scaled by its measured share
+# against the A100's, or kept where none is measured.
+MAMF_SOURCE = "Bekman, Machine Learning Engineering: Maximum Achievable Matmul FLOPS table"
+A100_MAMF = 271.2 / 312
+
 
 @dataclass(frozen=True)
 class Gpu:
     name: str  # as the learner types it: a100-80gb
     label: str  # as the budget sentence says it: A100 80GB
     profile: str  # runtime.sim.profiles name
+    mamf: float = 0.0  # measured best matmul share of the dense peak (0: none measured)
+
+    @property
+    def matmul_scale(self) -> float:
+        """This GPU's sustained matmul share against the A100's, which GEMM_PEAK was fit
+        on: 1 where no measurement says otherwise."""
+        return self.mamf / A100_MAMF if self.mamf else 1.0
 
     @property
     def model(self) -> CostModel:
@@ -70,8 +86,8 @@ class Gpu:
 GPUS: dict[str, Gpu] = {
     gpu.name: gpu
     for gpu in (
-        Gpu("a100-80gb", "A100 80GB", "a100-nvlink"),
-        Gpu("h100-80gb", "H100 80GB", "h100-nvlink"),
+        Gpu("a100-80gb", "A100 80GB", "a100-nvlink", A100_MAMF),
+        Gpu("h100-80gb", "H100 80GB", "h100-nvlink", 794.5 / 989),
         Gpu("h200-141gb", "H200 141GB", "h200-nvlink"),
         Gpu("rtx4090", "RTX 4090", "rtx4090-pcie"),
     )

@@ -169,6 +169,13 @@ PRESETS: dict[str, Preset] = {
         "Narayanan et al. 2021, Efficient Large-Scale Language Model Training on GPU "
         "Clusters Using Megatron-LM, Table 1",
     ),
+    # Touvron et al. 2023, "Llama 2: Open Foundation and Fine-Tuned Chat Models", Table 1
+    # (7B: 4k context, no GQA); its widths as Meta released them (params.json). The source
+    # names no English words: it is printed inside Spanish sentences too.
+    "llama2-7b": Preset(
+        Model(32, 4096, 32, 4096, 32000, 11008, 32, "swiglu"),
+        "Touvron et al. 2023, Llama 2, Table 1; params.json (Meta)",
+    ),
     "llama3-8b": Preset(
         Model(32, 4096, 32, 8192, 128256, 14336, 8, "swiglu"),
         "Llama Team, Meta 2024, The Llama 3 Herd of Models, Table 3",

@@ -2,7 +2,8 @@
 
 Read by every module of the package that needs them (the report, the demonstration,
 the rank code, the lesson); they read the package's arithmetic (.footprint, .gpus,
-.phrases), never the modules above.
+.model) and its two knobs typed as a syntax (.syntax: `ffn`, `layout`), never the
+modules above.
 
 Imports: runtime's pure part, the lesson contract and the lesson's pure modules (the
 UI imports this).
@@ -11,117 +12,80 @@ UI imports this).
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 from runtime.sim import formulas
 from scenarios.base import RankResult
 from scenarios.params import (
-    KNOB,
-    Knob,
     Mode,
-    ParamError,
     Params,
     choice,
     count,
     duration,
     integer,
     number,
-    shown,
     size,
 )
 from scenarios.shape import GPTShape
-from scenarios.why_distribute.footprint import RECOMPUTE, Layout, shape_for, training_bytes
+from scenarios.why_distribute.footprint import (
+    RECOMPUTE,
+    Layout,
+    fits_chunks,
+    shape_for,
+    training_bytes,
+)
 from scenarios.why_distribute.gpus import GPUS
 from scenarios.why_distribute.model import MLPS, PRESETS, Model
-from scenarios.why_distribute.phrases import phrase
+from scenarios.why_distribute.syntax import (
+    FFN_SYNTAX,
+    LAYOUT_SYNTAX,
+    read_ffn,
+    read_layout,
+    refused,
+    spec,
+)
 
 # The MiniGPT the real demonstration trains (fp32, Adam): big enough that its training
 # state, not its activations, is what the cap refuses; small enough for 2 cores.
 DEMO_SHAPE: dict[str, int] = dict(layers=2, hidden=64, heads=4, seq=16, vocab=64)
 
 
-def _refused(field: str, key: str, **values: object) -> ParamError:
-    """A rule between the params, broken: texts.toml [phrases] `key`, English and Spanish."""
-    return ParamError(field, phrase(key, "en", **values), es=phrase(key, "es", **values))
-
-
 # A GFLOP/s: below it a training's days overflow any clock (and no GPU is that slow).
 MIN_ACHIEVED_TFLOPS = 1e-3
 
 
-# -- two knobs typed as a small syntax: the MLP's width, and a pinned layout -------------
-LAYOUT_SYNTAX = "auto, tpT,ppP,dpD[,cpC][,vV][,zero1|zero3][,mbsB]"
-FFN_SYNTAX = "auto, N, Nh (14336, 4h)"
-LAYOUT_PART = re.compile(r"(tp|pp|dp|cp|v|mbs)([0-9]{1,6})|(ddp|zero1|zero2|zero3)")
-
-
+# -- the questions the lesson opens on (issue 40): a model, a GPU, a cluster -------------
 @dataclass(frozen=True)
-class Spec(Knob):
-    """A knob whose value is a short syntax (`4h`, `tp8,pp12,dp8`), checked by `read`;
-    kept as typed. Wrong input names the field and the syntax, in both languages."""
+class Question:
+    """What `question` fills into the knobs left at auto: the model (a preset, or "none":
+    the MiniGPT), the GPU and how many of them. Anything the learner types wins."""
 
-    syntax: str = ""
-    read: Any = None  # str -> parsed value, ValueError when wrong
-    examples: tuple[str, ...] = ()  # values the syntax accepts, for help and tests
-
-    def allowed_parts(self, mode: Mode) -> list[tuple[str, dict[str, str]]]:
-        return [("one_of", {"choices": self.syntax})]
-
-    def parse(self, name: str, text: Any, mode: Mode) -> Any:
-        value = str(text).strip().replace(" ", "")
-        try:
-            if not value.isprintable() or len(value) > 80:
-                raise ValueError(value)
-            if value != "auto":
-                self.read(value)
-        except ValueError:
-            values = dict(name=name, value=shown(str(text)[:80]), syntax=self.syntax)
-            raise _refused(name, "bad_syntax", **values) from None
-        return value
-
-    def format(self, value: Any) -> str:
-        return str(value)
+    preset: str
+    gpu: str
+    gpus: int
 
 
-def spec(default: str, syntax: str, read: Any, examples: tuple[str, ...]) -> Any:
-    knob = Spec("text", syntax=syntax, read=read, examples=examples)
-    return field(default=default, metadata={KNOB: knob})
-
-
-def read_ffn(text: str) -> tuple[int, bool]:
-    """`14336` -> (14336, False); `4h` -> (4, True): a multiple of hidden."""
-    multiple = text.endswith("h")
-    number = int(text[:-1] if multiple else text, 10)
-    if number < 1:
-        raise ValueError(text)
-    return number, multiple
-
-
-def read_layout(text: str) -> dict[str, Any]:
-    """`tp8,pp12,dp8,cp2,v2,zero1,mbs2` -> its degrees (each at most once)."""
-    out: dict[str, Any] = {}
-    for part in text.split(","):
-        match = LAYOUT_PART.fullmatch(part)
-        if match is None:
-            raise ValueError(part)
-        key = "zero" if match.group(3) else match.group(1)
-        value = match.group(3) or int(match.group(2))
-        if key in out or value == 0:
-            raise ValueError(part)
-        out[key] = value
-    return out
+# The 7B first (memory: its training state outgrows one 80 GiB GPU), then 70B on 8 nodes
+# of 8 H100s (memory and scale: which plan), then the MiniGPT the real run trains.
+QUESTIONS: dict[str, Question] = {
+    "7b-one-gpu": Question("llama2-7b", "a100-80gb", 1),
+    "70b-64-gpus": Question("llama3-70b", "h100-80gb", 64),
+    "minigpt": Question("none", "a100-80gb", 8),
+}
+# The knobs that name the model: typing any of them sets the model aside from the question.
+MODEL_KNOBS = ("params", "preset", "layers", "hidden", "ffn", "heads", "kv_heads", "vocab", "mlp")
 
 
 # -- parameters -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class WhyParams(Params):
+    question: str = choice("7b-one-gpu", tuple(QUESTIONS))
     params: int | str = count("auto", maximum=10**13)
     tokens: int | str = count("auto")
     deadline: float = duration(0.0, minimum=0.0)  # 0: none given, so only memory can press
-    gpu: str = choice("a100-80gb", tuple(GPUS))
-    gpus: int = integer(8, 1, 1 << 16)
+    gpu: str = choice("auto", ("auto", *GPUS))
+    gpus: int = integer(0, 0, 1 << 16)  # 0: the question's
     gpus_per_node: int = integer(8, 1, 64)
     precision: str = choice("mixed", formulas.ZERO_PRECISIONS)
     recompute: str = choice("auto", ("auto", *RECOMPUTE))
@@ -150,40 +114,58 @@ class WhyParams(Params):
     gpu_memory: int = size(0)
     steps: int = integer(3, 1, 5)
 
+    def _filled(self, raw: Any, mode: Mode) -> WhyParams:
+        """The typed values, then the question's model, GPU and GPUs in the knobs left
+        at auto (so every reader, and `to_dict`, sees the concrete ones)."""
+        typed = super()._filled(raw, mode)
+        return typed.asked()
+
+    def asked(self) -> WhyParams:
+        """These params with the question filled in where nothing was typed."""
+        question, values = QUESTIONS[self.question], {}
+        if self.gpu == "auto":
+            values["gpu"] = question.gpu
+        if self.gpus == 0:
+            values["gpus"] = question.gpus
+        defaults = WhyParams.__dataclass_fields__
+        if all(getattr(self, name) == defaults[name].default for name in MODEL_KNOBS):
+            values["preset"] = question.preset
+        return replace(self, **values) if values else self
+
     def check(self, mode: Mode) -> None:
         if self.ranks & (self.ranks - 1):
-            raise _refused("ranks", "ranks_power_of_two", ranks=self.ranks)
+            raise refused("ranks", "ranks_power_of_two", ranks=self.ranks)
         if self.gpus % min(self.gpus_per_node, self.gpus):
-            raise _refused("gpus", "whole_nodes", gpus=self.gpus, per_node=self.gpus_per_node)
+            raise refused("gpus", "whole_nodes", gpus=self.gpus, per_node=self.gpus_per_node)
         if self.global_batch and self.global_batch < self.microbatch_size:
-            raise _refused(
+            raise refused(
                 "global_batch",
                 "global_batch_small",
                 batch=self.global_batch,
                 micro=self.microbatch_size,
             )
         if 0 < self.achieved_tflops < MIN_ACHIEVED_TFLOPS:  # 0: the GPU's own figure
-            raise _refused("achieved_tflops", "achieved_tiny", least=MIN_ACHIEVED_TFLOPS)
+            raise refused("achieved_tflops", "achieved_tiny", least=MIN_ACHIEVED_TFLOPS)
         self._check_shape()
         self._check_layout(mode)
 
     def _check_shape(self) -> None:
         if self.shape_given and self.params != "auto":
-            raise _refused("params", "params_and_shape", params=self.params)
+            raise refused("params", "params_and_shape", params=self.params)
         if not self.shape_given:
             for name in ("ffn", "kv_heads", "vocab", "mlp"):
                 default = "auto" if name in ("ffn", "mlp") else 0
                 if getattr(self, name) != default:
-                    raise _refused(name, "shape_needs", name=name)
+                    raise refused(name, "shape_needs", name=name)
             return
         shape = self.shape
         for name in ("layers", "hidden", "heads"):
             if not getattr(shape, name):
-                raise _refused(name, "shape_needs", name=name)
+                raise refused(name, "shape_needs", name=name)
         if shape.hidden % shape.heads:
-            raise _refused("heads", "heads_divide", heads=shape.heads, hidden=shape.hidden)
+            raise refused("heads", "heads_divide", heads=shape.heads, hidden=shape.hidden)
         if shape.heads % shape.kv:
-            raise _refused("kv_heads", "kv_divide", kv=shape.kv, heads=shape.heads)
+            raise refused("kv_heads", "kv_divide", kv=shape.kv, heads=shape.heads)
 
     def _check_layout(self, mode: Mode) -> None:
         lay = self.pinned
@@ -191,24 +173,24 @@ class WhyParams(Params):
             return
         shape, text = self.shape, self.layout
         if lay.gpus != self.gpus:
-            raise _refused("layout", "layout_product", layout=text, n=lay.gpus, gpus=self.gpus)
+            raise refused("layout", "layout_product", layout=text, n=lay.gpus, gpus=self.gpus)
         if shape.heads % lay.tp:
-            raise _refused("layout", "layout_tp", layout=text, tp=lay.tp, heads=shape.heads)
-        if lay.pp * lay.chunks > shape.layers:
-            raise _refused("layout", "layout_pp", layout=text, layers=shape.layers)
+            raise refused("layout", "layout_tp", layout=text, tp=lay.tp, heads=shape.heads)
+        if not fits_chunks(shape.layers, lay.pp * lay.chunks):
+            raise refused("layout", "layout_pp", layout=text, layers=shape.layers)
         if shape.seq % (2 * lay.cp) and lay.cp > 1:
-            raise _refused("layout", "layout_cp", layout=text, cp=lay.cp, seq=shape.seq)
+            raise refused("layout", "layout_cp", layout=text, cp=lay.cp, seq=shape.seq)
         if lay.zero in ("zero2", "zero3") and lay.pp > 1:
-            raise _refused("layout", "layout_zero", layout=text, zero=lay.zero)
+            raise refused("layout", "layout_zero", layout=text, zero=lay.zero)
         if lay.dp * lay.micro > self.batch:
-            raise _refused("layout", "layout_batch", layout=text, batch=self.batch)
+            raise refused("layout", "layout_batch", layout=text, batch=self.batch)
         memory = training_bytes(
             shape.psi, shape, self.precision, lay, flash=self.attention == "flash"
         )
         total, room = sum(memory.values()), GPUS[self.gpu].memory_bytes
         if total > room:
-            gb = {"need": f"{total / 1e9:,.1f}", "room": f"{room / 1e9:,.1f}"}
-            raise _refused("layout", "layout_memory", layout=text, **gb)
+            gb = {"need": f"{total / 2**30:,.1f}", "room": f"{room / 2**30:,.1f}"}  # GiB
+            raise refused("layout", "layout_memory", layout=text, **gb)
 
     # -- what the params mean -------------------------------------------------------------
     @property

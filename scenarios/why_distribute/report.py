@@ -102,6 +102,7 @@ def diagnosis_metrics(params: WhyParams) -> list[Metric]:
     out = [
         Metric("parameters", "count", int(params.psi)),
         said("model_shape", {lang: shape_text(params, lang) for lang in LANGUAGES}),
+        said("real_run", {lang: real_run_text(params, lang) for lang in LANGUAGES}),
         Metric("training_tokens", "count", int(params.total_tokens)),
         Metric("gpu", "text", params.gpu),
         Metric("gpu_memory_bytes", "bytes", d.gpu_memory),
@@ -215,6 +216,16 @@ def shape_text(params: WhyParams, language: str) -> str:
         source = PRESETS[params.preset].source
         return phrase("shape_preset", language, name=params.preset, source=source, **values)
     return phrase(f"shape_{params.shape_source}", language, **values)
+
+
+def real_run_text(params: WhyParams, language: str) -> str:
+    """What the real run trains: always the demonstration's MiniGPT (a 7B or 70B model is
+    predicted here, never run), said so beside the planned model."""
+    mini = params.demo_shape.parameters
+    key = "real_run_same" if params.shape_source == "demo" else "real_run_other"
+    name = params.preset if params.shape_source == "preset" else f"{params.psi:,}"
+    count = f"{mini:,}".replace(",", "." if language == "es" else ",")
+    return phrase(key, language, ranks=params.ranks, mini=count, name=name)
 
 
 def _row(i: int, plan: planner.Plan, language: str) -> str:
