@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.doc_section import header, write_section  # noqa: E402
 from benchmarks.predict_scale import run_once  # noqa: E402
+from scenarios.pipeline.params import MAX_PREDICT_SLOTS  # noqa: E402
 from scenarios.registry import LESSONS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +56,18 @@ def commands(hardware: str | None = None) -> Iterator[str]:
                 together.append(f"-p {field_name}={values[0]}")
         if together:
             yield f"{name} {' '.join(together)}{on}"
+    yield f"{at_the_cap()}{on}"
+
+
+def at_the_cap() -> str:
+    """The pipeline's heaviest prediction the cap allows, which no row above reaches (its
+    knobs' maxima together are refused): interleaved at the most stages and microbatches,
+    with as many chunks as MAX_PREDICT_SLOTS leaves, every model knob at its maximum."""
+    lesson = LESSONS["pipeline"]
+    top = {f: k.predict_extremes()[0] for f, k in lesson.params.knobs() if k.kind == "int"}
+    per_chunk = 2 * int(top["stages"]) * int(top["microbatches"])  # an F and a B per slot
+    top |= {"schedule": "interleaved", "chunks": str(MAX_PREDICT_SLOTS // per_chunk)}
+    return "pipeline " + " ".join(f"-p {f}={v}" for f, v in top.items())
 
 
 def measure(command: str, root: Path, runs: int, timeout: float) -> tuple[str, str, str]:

@@ -16,7 +16,7 @@ from runtime.sim.costmodel import CostModel
 # Compute jobs whose finish tags differ by less than this (relative) end together:
 # tags reached by different sums of the same durations can differ in the last
 # bits, and an extra event a few ulps later would only split one instant in two.
-_TIE = 1e-12
+TIE = 1e-12
 
 
 class CoreSharing:
@@ -36,7 +36,7 @@ class CoreSharing:
         self.work_done = 0.0
         self.jobs: list[tuple[float, int, float]] = []  # (tag, rank, start)
         # core_share(k) for every k the ranks can reach, looked up at every start and end.
-        self._rates = [model.core_share(k) for k in range(ranks + 1)]
+        self.rates = [model.core_share(k) for k in range(ranks + 1)]
         self.rate = 1.0  # the rate while len(jobs) compute, kept as jobs come and go
         # When the next compute ends: it moves only as a compute starts or ends (an
         # advance credits work at the rate the end was computed with), so it is kept,
@@ -46,14 +46,14 @@ class CoreSharing:
     def _set_due(self) -> None:
         """The next end, once a compute started or ended (the rate may have moved)."""
         jobs = self.jobs
-        self.rate = rate = self._rates[len(jobs)]
+        self.rate = rate = self.rates[len(jobs)]
         if not jobs:
             self.due = math.inf
             return
         left = jobs[0][0] - self.work_done
         # An advance may land a rounding error short of (or past) a tag: that
         # compute is due now, not a few ulps later as an event of its own.
-        self.due = self.now if left <= _TIE * self.work_done else self.now + left / rate
+        self.due = self.now if left <= TIE * self.work_done else self.now + left / rate
 
     def advance(self, t: float) -> None:
         """Move the clock to `t`, crediting the computes in flight."""
@@ -63,12 +63,16 @@ class CoreSharing:
             self.now = t
 
     def start(self, rank: int, base: float, t: float) -> None:
-        if t > self.now:  # advance(t), inline: the simulator's most frequent event
-            if self.jobs:
-                self.work_done += self.rate * (t - self.now)
-            self.now = t
-        heapq.heappush(self.jobs, (self.work_done + base, rank, t))
-        self._set_due()
+        # advance(t) and _set_due(), inline: the simulator's most frequent event
+        jobs, now, done = self.jobs, self.now, self.work_done
+        if t > now:
+            if jobs:
+                self.work_done = done = done + self.rate * (t - now)
+            self.now = now = t
+        heapq.heappush(jobs, (done + base, rank, t))
+        self.rate = rate = self.rates[len(jobs)]
+        left = jobs[0][0] - done
+        self.due = now if left <= TIE * done else now + left / rate
 
     def pop_ended(self) -> list[tuple[int, float]]:
         """Advance to the next compute end; return (rank, start) of all ending then."""
@@ -78,7 +82,7 @@ class CoreSharing:
         # finishing jobs leave no residue that would need another event.
         self.now = self.due
         self.work_done = work_done = max(self.work_done, tag)
-        limit = work_done + _TIE * work_done
+        limit = work_done + TIE * work_done
         ended = []
         while jobs and jobs[0][0] <= limit:
             _, rank, start = heapq.heappop(jobs)

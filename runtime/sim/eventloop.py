@@ -8,10 +8,9 @@ handler (`EventLoop.handlers`): it starts its rank's op at t and returns when th
 ends, or None when the rank waits (for a message, its group, the cores) and someone
 else ends the op later (`finish`).
 
-An op that ends at the very instant it starts (a non-blocking send, a receive whose
-message is already there) is followed at once by the rank's next op, without a trip
-through the event queue, unless a compute is due at that instant (computes due first
-end first, as they always do).
+An op that ends the instant it starts (a receive whose message is there, a send issued in
+no time) is followed at once by the rank's next op, without a trip through the event
+queue, unless a compute is due at that instant (computes due first end first, always).
 
 A rank is free for its next op the model's dispatch gap after an op ends (0 unless a
 run measured it: Corrections.dispatch), or the gap `gaps[rank][i]` the caller gives
@@ -165,6 +164,7 @@ class EventLoop:
         """Start the rank's next ops at t; `due`: when the next compute ends (nothing
         here changes it until this rank starts a compute, and then it stops)."""
         row, pc, handlers, gaps = self.ops[rank], self.pc, self.handlers, self.gaps
+        starts, ends, order, last = self.starts[rank], self.ends[rank], self.order, len(row) - 1
         while True:
             i = pc[rank]
             op = row[i]
@@ -174,11 +174,11 @@ class EventLoop:
             if end is WENT_ON:
                 end = t
             else:
-                self.starts[rank][i] = t
-                self.ends[rank][i] = end
-                self.order.append(rank)
+                starts[i] = t
+                ends[i] = end
+                order.append(rank)
                 pc[rank] = i + 1
-            if i + 1 == len(row):
+            if i == last:
                 return
             gap = gaps[rank][i] if gaps else 0.0
             if end != t or due <= t or gap:

@@ -15,16 +15,14 @@ Semantics (the same ones the real engine implements in runtime.engine.worker):
   device, not a core: it takes its duration whoever else computes. A compute with
   the `synced` effect and a `group` runs collectives inside it (FSDP2's forward): it
   ends on every member together, when the last member's compute has. When the
-  model has a core count (`cores`), the computing
-  ranks share those cores as processor sharing: at any instant, if k ranks are
-  computing, each progresses at min(1, cores/k) of its base speed, and the
-  rates change whenever a compute starts or ends anywhere. A static slow-down
-  by world size / cores would be wrong wherever ranks idle: in a pipeline's
-  warm-up only the first stage computes, at full speed, while in its steady
-  state all stages compete for the cores. Ranks waiting on communication do
-  not count as computing (calibration folds the CPU that loopback traffic
-  burns into alpha and beta). Without a core count every compute runs at its
-  base speed.
+  model has a core count (`cores`), the computing ranks share those cores as
+  processor sharing: at any instant, if k ranks are computing, each progresses at
+  min(1, cores/k) of its base speed, and the rates change whenever a compute starts
+  or ends anywhere. A static slow-down by world size / cores would be wrong wherever
+  ranks idle: in a pipeline's warm-up only the first stage computes, at full speed,
+  while in its steady state all stages compete for the cores. Ranks waiting on
+  communication do not count as computing (calibration folds the CPU that loopback
+  traffic burns into alpha and beta). Without a core count, computes run at base speed.
 - a compute that starts right after its rank blocked (a recv, a ring step, a
   blocking collective, a wait, a disk write, an idle `until`) takes the cost
   model's wake-up seconds more (Corrections.wake): the core it runs on had idled
@@ -215,6 +213,12 @@ class Compiler:
         self._seconds: dict[tuple[Any, ...], float] = {}
         self._wake = model.corrections.wake
         self._issue = model.corrections.send_issue or 0.0
+        # Links (src, dst) and channels (src, dst, tag) as small ints: the event loop looks
+        # one up at every send and receive, and a tuple would be hashed anew each time.
+        self._keys: dict[tuple[int, ...], int] = {}
+
+    def key(self, endpoints: tuple[int, ...]) -> int:
+        return self._keys.setdefault(endpoints, len(self._keys))
 
     def group_id(self, group: tuple[int, ...]) -> int:
         # Hashing a 4096-rank group tuple for every action would make large
@@ -246,20 +250,20 @@ class Compiler:
         model, kind, rank = self.model, a.kind, a.rank
         if kind == "send" or kind == "sendrecv":
             alpha, beta = model.link(rank, a.dst)  # type: ignore[arg-type]
-            out = (rank, a.dst, a.tag)
+            link, out = self.key((rank, a.dst)), self.key((rank, a.dst, a.tag))
             if kind == "send":
                 # A non-blocking send holds its sender while it issues (gloo copies
                 # the message out on the sender's thread), as a run measured it.
                 issue = self._issue if a.effects.nonblocking else None
-                return Send((rank, a.dst), alpha, a.bytes * beta, out, issue)
-            into = (a.src, rank, a.tag)
+                return Send(link, alpha, a.bytes * beta, out, issue)
+            into = self.key((a.src, rank, a.tag))
             # A hand-made collective's steps, as a run timed them (refine_collectives).
             scale = model.collective_scale.get(SENDRECV_SCALE, 1.0)
             reduce = model.gamma * a.recv_bytes * scale if a.reduce else 0.0
-            return SendRecv((rank, a.dst), alpha * scale, a.bytes * beta * scale, out, into, reduce)
+            return SendRecv(link, alpha * scale, a.bytes * beta * scale, out, into, reduce)
         if kind == "recv":
             reduce = model.gamma * a.bytes if a.reduce else 0.0
-            return Recv((a.src, rank, a.tag), reduce)
+            return Recv(self.key((a.src, rank, a.tag)), reduce)
         effects = a.effects
         if a.is_collective:
             gid = self.group_id(a.group or ())

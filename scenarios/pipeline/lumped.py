@@ -2,14 +2,16 @@
 
 The lesson's `lump` hook (scenarios.base.Lumped). Pipeline ranks differ (each
 holds its own stages and waits on its neighbours), so nothing is lumped away:
-every action is simulated, by the simulator's own event loop
-(runtime.sim.eventloop). What is saved is building them: a slot's Actions (the
+every action is simulated, by the simulator's loop that steps each rank ahead on
+its own clock wherever nothing needs the global one (runtime.sim.eager: the times of
+runtime.sim.eventloop's, only the order ops ended in is not kept, and this module
+draws its spans itself). What is saved is building them: a slot's Actions (the
 receive, the compute, the send) differ from one microbatch to the next only in
 their ids, so each rank's (kind, chunk) slot is built and compiled once
 (scenarios.pipeline.schedules.slot_actions) and its ops repeated along the
 rank's order of work (scenarios.pipeline.orders). The metrics come from the
 ops' times (makespan, bubble) and from the orders (activations held, bytes
-sent), exactly what the full Program gives; what is drawn is each rank's
+sent), what the full Program gives (with shared cores, up to rounding); what is drawn is each rank's
 first and last compute slots of each schedule, with one bar for the slots
 between. The lesson's tests check both against the full simulation.
 
@@ -20,11 +22,12 @@ Imports: runtime's pure part, the lesson contract and the lesson's params, metri
 from __future__ import annotations
 
 import statistics
-from itertools import accumulate
-from operator import itemgetter, sub
+from itertools import accumulate, chain
+from operator import add, itemgetter, sub
 
 from runtime.sim.costmodel import CostModel
-from runtime.sim.eventloop import Run, gc_paused, run_ops
+from runtime.sim.eager import run_ops_eagerly
+from runtime.sim.eventloop import Run, gc_paused
 from runtime.sim.ops import BLOCKING, Compute, Op, Send
 from runtime.sim.program import Action, barriers
 from runtime.sim.simulate import Compiler, span_for
@@ -34,7 +37,7 @@ from scenarios.metrics import Metric
 from scenarios.pipeline.orders import ORDERS, Slot
 from scenarios.pipeline.params import PipelineParams
 from scenarios.pipeline.report import SchedulePrediction, schedule_metrics
-from scenarios.pipeline.schedules import slot_actions
+from scenarios.pipeline.schedules import Shape, slot_actions
 
 # A slot's compiled ops, its compute's index among them, bytes and messages sent, and
 # whether its last op blocks.
@@ -75,37 +78,25 @@ def lumped(params: PipelineParams, model: CostModel) -> Lumped:
     rows: list[list[Op]] = [[] for _ in range(p)]
     layouts: dict[str, list[_Layout]] = {}
     for schedule in params.schedule:
-        shape, prefix = params.shape(schedule), f"{schedule}/"
+        shape = params.shape(schedule)
         start = barriers(f"{schedule}/barrier", everyone, series=schedule, phase="start")
         layouts[schedule] = []
         for rank in range(p):
             row = rows[rank]
             layout = _Layout(start[rank], len(row), ORDERS[schedule](shape, rank))
             row.append(compiler.op(start[rank]))
-            # (kind, chunk, after a blocking op) -> its ops, the compute's place among
-            # them, bytes and sends
-            templates: dict[tuple[str, int, bool], _Template] = {}
-            compute, sent, messages = layout.compute, 0, 0
             waited = type(row[-1]) in BLOCKING  # the last op blocks: a compute after pays
-            for kind, chunk, _ in layout.slots:
-                template = templates.get((kind, chunk, waited))
-                if template is None:
-                    actions = slot_actions(schedule, shape, rank, (kind, chunk, 0), "", prefix)
-                    ops = tuple(compiler.ops(actions, after_wait=waited))
-                    at = next(i for i, op in enumerate(ops) if type(op) is Compute)
-                    sends = [
-                        a.bytes for a, op in zip(actions, ops, strict=True) if type(op) is Send
-                    ]
-                    template = (ops, at, sum(sends), len(sends), type(ops[-1]) in BLOCKING)
-                    templates[(kind, chunk, waited)] = template
-                ops, at, nbytes, count, waited = template
-                compute.append(len(row) + at)
-                sent += nbytes
-                messages += count
-                row += ops
-            layout.sent, layout.messages, layout.end = sent, messages, len(row)
+            picked = _picked(compiler, schedule, shape, rank, layout.slots, waited)
+            # Where each slot's compute lands in the row: the row's length before the
+            # slot, plus the compute's place in it.
+            before = accumulate(map(len, map(itemgetter(0), picked)), initial=len(row))
+            layout.compute = list(map(add, before, map(itemgetter(1), picked)))
+            row += chain.from_iterable(map(itemgetter(0), picked))
+            layout.sent = sum(map(itemgetter(2), picked))
+            layout.messages = sum(map(itemgetter(3), picked))
+            layout.end = len(row)
             layouts[schedule].append(layout)
-    run = run_ops(rows, compiler.groups, model)
+    run = run_ops_eagerly(rows, compiler.groups, model)  # the spans are drawn here, not in order
     out = [Metric("parameters", "count", params.model.parameters)]
     for schedule, per_rank in layouts.items():
         out += schedule_metrics(params, schedule, _prediction(schedule, per_rank, run), None, [])
@@ -123,6 +114,45 @@ def lumped(params: PipelineParams, model: CostModel) -> Lumped:
         "schedule, one bar for the slots between"
     )
     return Lumped(Timeline(spans=spans), formula, out)
+
+
+def _picked(
+    compiler: Compiler, schedule: str, shape: Shape, rank: int, slots: list[Slot], waited: bool
+) -> list[_Template]:
+    """Each slot's template along the rank's order of work. Whether a slot's compute pays
+    the wake-up depends on how the slot before ended, so in general the templates chain;
+    where no slot ends blocked (a send or a compute last, as in every schedule here) all
+    but the first are looked up at once."""
+    keys = list(map(itemgetter(0, 1), slots))
+    made: dict[tuple[tuple[str, int], bool], _Template] = {}
+
+    def template(key: tuple[str, int], after_wait: bool) -> _Template:
+        if (key, after_wait) not in made:
+            made[(key, after_wait)] = _template(compiler, schedule, shape, rank, key, after_wait)
+        return made[(key, after_wait)]
+
+    if not keys:
+        return []
+    first = template(keys[0], waited)
+    table = {key: template(key, first[4]) for key in set(keys[1:])}
+    if not any(t[4] != first[4] for t in table.values()):
+        return [first, *map(table.__getitem__, keys[1:])]
+    picked = [first]  # a slot that ends blocked: follow the chain
+    for key in keys[1:]:
+        picked.append(template(key, picked[-1][4]))
+    return picked
+
+
+def _template(
+    compiler: Compiler, schedule: str, shape: Shape, rank: int, slot: tuple[str, int], waited: bool
+) -> _Template:
+    """A slot's ops compiled once: its receive, compute and send as any microbatch has
+    them (`waited`: the op before blocked, so its compute pays the wake-up)."""
+    actions = slot_actions(schedule, shape, rank, (*slot, 0), "", f"{schedule}/")
+    ops = tuple(compiler.ops(actions, after_wait=waited))
+    at = next(i for i, op in enumerate(ops) if type(op) is Compute)
+    sends = [a.bytes for a, op in zip(actions, ops, strict=True) if type(op) is Send]
+    return ops, at, sum(sends), len(sends), type(ops[-1]) in BLOCKING
 
 
 def _prediction(schedule: str, per_rank: list[_Layout], run: Run) -> SchedulePrediction:
