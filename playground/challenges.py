@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from playground.progress import LessonProgress
+from playground import progress as progress_store
+from playground.progress import ChallengeState, LessonProgress
 from scenarios.base import Lesson
 from scenarios.goals import Answer, AnswerError, Challenge, Facts, Goal, load_goal
 
@@ -104,3 +105,58 @@ def check(
         state.met = state.met or met
         verdicts.append(Verdict(challenge, met, yours, model, measured))
     return verdicts
+
+
+def comparison(state: ChallengeState | Verdict, language: str) -> str:
+    """ "yours 6e+06 · model 6.291e+06 · measured 6.291e+06" (the parts known)."""
+    from playground.i18n import t
+
+    parts = []
+    for key, value in (
+        ("yours", state.yours),
+        ("model", state.model),
+        ("measured", state.measured),
+    ):
+        if value is not None:
+            parts.append(f"{t('app.challenge_' + key, language)} {value}")
+    return " · ".join(parts)
+
+
+def record(lesson: Lesson, facts: Facts, *, prediction_counts: bool) -> list[Verdict]:
+    """Check `lesson`'s challenges on an outcome outside the app (`playground run` or
+    `predict`) and keep what it met in the learner's progress, as the app does; the
+    verdicts of the challenges it checked (none for a lesson without a goal)."""
+    goal = goal_of(lesson)
+    if goal is None:
+        return []
+    progress = progress_store.load(lesson.name)
+    verdicts = [v for v in check(goal, progress, facts, prediction_counts=prediction_counts)]
+    checked = [v for v in verdicts if v.met is not None]
+    if any(v.met or v.yours is not None for v in checked):  # met, or an answer used
+        progress_store.save(progress)
+    return checked
+
+
+def outcome_lines(lesson: Lesson, params: object, metrics: list, ran: bool) -> list[str]:
+    """What `playground run` or `predict` says of the lesson's challenges after its
+    report: each met (✓) or answered wrong (✗, with the comparison), kept in the
+    learner's progress; a progress file that is not ours is said in one line and left."""
+    from playground.i18n import default_language, t
+    from playground.progress import ProgressError
+
+    language = default_language()
+    try:
+        verdicts = record(lesson, Facts(params, tuple(metrics), ran), prediction_counts=not ran)
+    except ProgressError as exc:
+        return [exc.text(language)]
+    goal = goal_of(lesson)
+    lines = []
+    for verdict in verdicts:
+        n = goal.challenges.index(verdict.challenge) + 1 if goal else 0
+        text = verdict.challenge.text[language]
+        if verdict.met:
+            lines.append(f"✓ {t('app.challenge_met_n', language, n=n)}: {text}")
+        elif verdict.yours is not None:
+            said = comparison(verdict, language)
+            lines.append(f"✗ {t('app.challenge_not_met_n', language, n=n)}: {text} ({said})")
+    return lines

@@ -28,12 +28,16 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from playground.cli_params import raw_params
 from playground.formatting import plain
 from playground.i18n import default_language, t
 from playground.usage import UsageError
 from runtime.engine.rundirs import private_umask
+
+if TYPE_CHECKING:
+    from playground.outcome import Outcome
 
 SHOW_MAX_RANKS = 256
 
@@ -88,7 +92,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
     check_outputs(args)
     outcome = session.predict(args.scenario, raw_params(args), hardware=args.hardware)
-    return report(outcome, args)
+    status = report(outcome, args)
+    say_challenges(outcome, args, ran=False)
+    return status
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -119,7 +125,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     except RunFailed as exc:
         print(f"playground: {t('cli.run_failed', error=exc)}", file=sys.stderr)
         return 1
-    return report(outcome, args)
+    status = report(outcome, args)
+    say_challenges(outcome, args, ran=outcome.measured is not None)
+    return status
+
+
+def say_challenges(outcome: Outcome, args: argparse.Namespace, ran: bool) -> None:
+    """The lesson's challenges this outcome met, kept as the app keeps them (after the
+    report; on stderr beside `--json`, whose stdout is one document)."""
+    from playground.challenges import outcome_lines
+
+    out = sys.stderr if args.json else sys.stdout
+    for line in outcome_lines(outcome.lesson, outcome.params, outcome.metrics, ran):
+        print(line, file=out)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -15,25 +15,12 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from playground.challenges import Verdict
+from playground.challenges import Verdict, comparison
 from playground.i18n import t
 from playground.progress import ChallengeState, LessonProgress
 from scenarios.goals import Challenge, Goal
 
 MET, NOT_MET, OPEN = "✓", "✗", "·"
-
-
-def comparison(state: ChallengeState | Verdict, language: str) -> str:
-    """ "yours 6e+06 · model 6.291e+06 · measured 6.291e+06" (the parts known)."""
-    parts = []
-    for key, value in (
-        ("yours", state.yours),
-        ("model", state.model),
-        ("measured", state.measured),
-    ):
-        if value is not None:
-            parts.append(f"{t('app.challenge_' + key, language)} {value}")
-    return " · ".join(parts)
 
 
 def mark(state: ChallengeState, verdict: Verdict | None) -> tuple[str, str]:

@@ -15,6 +15,12 @@ def _restarted(facts: Facts) -> bool:
     return (facts.number("restarts") or 0) >= 1
 
 
+def _killed(facts: Facts, rank: int, step: int) -> bool:
+    """The run's own fault knobs asked for this kill (not another fault, rank or step)."""
+    faults = getattr(facts.params, "faults", None)
+    return faults is not None and faults.specs() == [f"kill:rank={rank},step={step}"]
+
+
 GOAL = Goal(
     outcomes=(
         both(
@@ -47,7 +53,8 @@ GOAL = Goal(
                 "checkpoint_every decide la pérdida.",
             ),
             lambda f: (
-                _restarted(f)
+                _killed(f, rank=2, step=12)
+                and _restarted(f)
                 and (f.number("lost_steps") if f.number("lost_steps") is not None else 99) <= 2
                 and f.flag("bitwise_equal_to_uninterrupted")
             ),
