@@ -35,6 +35,7 @@ import pytest
 
 from playground.cli import main
 from playground.formatting import plain
+from playground.saved_profile import DetailsDoc
 from playground.saved_schema import MAX_FILE_BYTES, ProfileDoc
 from scenarios.metrics import relative_error
 from scenarios.registry import LESSONS
@@ -209,10 +210,13 @@ def check_json(out: str, path: Path, tmp_path: Path) -> None:
     status, out2, err2 = cli("replay", str(again), "--json")
     assert status == 0, err2
     doc2 = strict_json(out2)
-    # The profile keeps what the schema declares (a calibration's details are not replayed).
-    declared = ProfileDoc.__struct_fields__
+    # The profile keeps what the schema declares: of a calibration's details, only its
+    # conditions and the run's verdict on them (DetailsDoc), the rest is not replayed.
+    declared, kept = ProfileDoc.__struct_fields__, DetailsDoc.__struct_fields__
     for d in (doc, doc2):
         d["profile"] = {k: v for k, v in d["profile"].items() if k in declared}
+        details = d["profile"].get("details") or {}
+        d["profile"]["details"] = {k: v for k, v in details.items() if k in kept}
     assert doc2 == doc
 
 
