@@ -8,12 +8,12 @@ several times and prints, as medians over the runs:
 - the after-run prediction error |pred - meas| / meas of the hand ring's time;
 - the tracing overhead: the hand ring's step time with spans streamed live to the
   parent over its step time with every span kept in the rank until the end. Each
-  streamed run is paired with an unstreamed one started right after it (same
-  configuration), so a drift in the machine's load hits both. Two estimates: `tracing`
-  compares the fastest quarter of each side's steps (the lower quartile of every timed
-  iteration of every run, pooled), which the load of other processes, always an
-  addition, disturbs least; `tracing (median)` the medians, as the lesson reports its
-  time. Each is followed by the lowest and highest ratio of one pair of runs.
+  streamed run is paired with an unstreamed one started right before or after it (in
+  turn), so a drift in the machine's load hits both. Two estimates, each the median
+  of the pairs' ratios: `tracing` compares the fastest quarter of each side's steps
+  (the lower quartile of its timed iterations), which the load of other processes,
+  always an addition, disturbs least; `tracing (median)` the medians, as the lesson
+  reports its time. Each is followed by the lowest and highest ratio of one pair.
 
 Then the lesson's own default run, the one a learner starts
 (`playground run ring-allreduce --ranks 4 -p size=4MiB`: its 2 warm-up and 3 timed
@@ -77,16 +77,21 @@ def spread(values: list[float], form: str) -> str:
 def measure(ranks: int, size: str, runs: int, repeat: int) -> dict[str, str]:
     raw = {"ranks": str(ranks), "size": size, "repeat": str(repeat)}
     traced, live_steps, kept_steps, fast, mid = [], [], [], [], []
-    for _ in range(runs):
-        # A pair: streamed, then kept to the end, one right after the other.
-        (live, live_t), (_, kept_t) = steps(raw, stream=True), steps(raw, stream=False)
+    for n in range(runs):
+        # A pair, one right after the other, in turn streamed first and kept first: a
+        # run that pays for coming first (or second) does so on both sides alike.
+        if n % 2 == 0:
+            (live, live_t), (_, kept_t) = steps(raw, stream=True), steps(raw, stream=False)
+        else:
+            (_, kept_t), (live, live_t) = steps(raw, stream=False), steps(raw, stream=True)
         traced.append(live)
         live_steps += live_t
         kept_steps += kept_t
         fast.append(quartile(live_t) / quartile(kept_t))
         mid.append(statistics.median(live_t) / statistics.median(kept_t))
-    pooled_fast = quartile(live_steps) / quartile(kept_steps)
-    pooled_mid = statistics.median(live_steps) / statistics.median(kept_steps)
+    # The pairs' ratios, their median: a run slowed as a whole by the machine's other
+    # load weighs one pair, where pooling its steps would shift the whole distribution.
+    pooled_fast, pooled_mid = statistics.median(fast), statistics.median(mid)
 
     def med(name: str, field: str = "value") -> float:
         return statistics.median(value(m, name, field) for m in traced)
@@ -165,9 +170,9 @@ def main() -> None:
         "",
         f"Medians of {args.runs} runs of {args.repeat} timed iterations (after the lesson's",
         "2 warm-up ones). tracing: the hand ring's step time with spans streamed live over",
-        "kept to the end, runs paired; the lower quartiles of every timed step, pooled",
-        "(`tracing`), and the medians (`tracing (median)`); in brackets the lowest and",
-        "highest pair of runs.",
+        "kept to the end, runs paired (streamed first and kept first in turn); the",
+        "median of the pairs' ratios of lower quartiles (`tracing`) and of medians",
+        "(`tracing (median)`); in brackets the lowest and highest pair.",
         "",
         "| ranks | size | ring busbw | builtin busbw | ratio | pred err | measured "
         "| tracing | tracing (median) |",
