@@ -129,7 +129,7 @@ for _kind in (
         lambda w: formulas.ring_all_gather_time(w.n, w.nbytes, w.alpha, w.beta),
         _ring_share,
         "AG",
-        "#86BCB6",
+        "#B6992D",  # olive: apart from compute's teal, which an all-gather's overlaps
     ),
     CollectiveKind(
         "broadcast",
