@@ -229,6 +229,14 @@ def command(name: str) -> Callable[[argparse.Namespace], int]:
     return getattr(importlib.import_module(module), function)
 
 
+def _command_in(given: list[str]) -> str | None:
+    """The command `given` names first, if this module runs it (the parser then loads
+    the others' by name only); None while a shell completes, or for anything else."""
+    if "_ARGCOMPLETE" in os.environ or not given or given[0] not in COMMANDS:
+        return None
+    return given[0]
+
+
 def main(argv: list[str] | None = None) -> int:
     from playground.worker_figures import check_settings
 
@@ -241,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         from playground.cli_help import complete
         from playground.cli_parser import build_parser
 
-        parser = build_parser()
+        parser = build_parser(_command_in(given))
         complete(parser)  # a TAB asking (argcomplete): answered, then exit
         args = parser.parse_args(given)
     if args.command in ("run", "calibrate"):  # commands that start ranks: SIGTERM as SIGINT

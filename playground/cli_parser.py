@@ -8,10 +8,11 @@ parser the command parses with. Never imports torch.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
-from playground.budget import add_parser as add_budget_parser
 from playground.cli_help import (
     LessonHelp,
     Version,
@@ -21,13 +22,19 @@ from playground.cli_help import (
     lesson_names,
     param_pairs,
 )
-from playground.cloud import add_parser as add_cloud_parser
 from playground.formatting import plain
 from playground.i18n import default_language, t
-from playground.kineto.command import add_parser as add_trace_parser
-from playground.lab_nodes import add_parser as add_lab_parser
-from playground.progress_cli import add_parser as add_progress_parser
 from playground.usage import argparse_text
+
+# The commands whose parser lives with them: command -> module declaring `add_parser`.
+# Their modules (and what they import) load only when the parser is wanted whole.
+ELSEWHERE = {
+    "budget": "playground.budget",  # lesson 0's budget guard
+    "trace": "playground.kineto.command",  # a real job's profiler traces
+    "cloud": "playground.cloud",  # the lab on rented GPUs
+    "lab": "playground.lab_nodes",  # two nodes on this machine
+    "progress": "playground.progress_cli",  # each lesson's challenges
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -76,7 +83,10 @@ def _output_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", metavar="FILE.json", help="write Chrome trace-event JSON (Perfetto)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; or, given the command about to run (one of those declared
+    here), that command's with the others' by name only: `predict` then starts without
+    importing what `cloud` or `budget` need."""
     from runtime.sim.profiles import profile_names
 
     parser = _Parser(prog="playground", description=t("cli.description"))
@@ -162,10 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
     _json_args(p, "what was measured as one JSON document")
-    add_budget_parser(sub)  # lesson 0's budget guard: playground.budget
-    add_trace_parser(sub)  # a real job's profiler traces: playground.kineto
-    add_cloud_parser(sub)  # the lab on rented GPUs: playground.cloud
-    add_lab_parser(sub)  # two nodes on this machine: playground.lab_nodes
-    add_progress_parser(sub)  # each lesson's challenges: playground.progress_cli
+    for name, module in ELSEWHERE.items():
+        if command is None or command in ELSEWHERE:
+            add: Callable[[argparse._SubParsersAction], object]
+            add = importlib.import_module(module).add_parser
+            add(sub)
+        else:
+            sub.add_parser(name)  # a name to tell apart; never parsed in this process
     add_completion_parser(sub)
     return parser
