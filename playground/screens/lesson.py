@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
@@ -241,32 +240,12 @@ class LessonScreen(OutcomePanels, StoryKeys, GoalChallenges, BilingualBindings, 
     def action_open(self) -> None:
         """`o`: the Open box's path (a saved run, or traces: the trace screen), or the cursor
         put there when it is empty."""
-        if not self._open_traces():
-            self.controls.ask_open()
-
-    def on_key(self, event: events.Key) -> None:
-        """Enter in the Open box naming traces opens the trace screen. The key reaches the
-        screen before any binding is looked up (they are, once it has bubbled to the app),
-        so the box's own Enter, which opens a saved run, never sees traces."""
-        focused = self.focused
-        in_box = isinstance(focused, Input) and focused.id == "open-path"
-        if event.key == "enter" and in_box and self._open_traces():
-            event.stop()
-            event.prevent_default()
-
-    def _open_traces(self) -> bool:
-        """The trace screen on the Open box's traces, if it names traces (issue 39)."""
-        from playground.kineto.reader import typed_traces
-
-        paths = typed_traces(self.query_one("#open-path", Input).value)
-        if paths is None:
-            return False
-        self.gantt.focus()  # back from the trace screen, keys go to the lesson again
-        # On the app's loop, by the app's own `o`: the screen binds to the app's language.
-        self.app.call_later(self.app.action_open_trace, paths)  # type: ignore[attr-defined]
-        return True
+        self.controls.ask_open()
 
     # -- what the controls post ------------------------------------------------------------
+    def on_lesson_controls_traces_opened(self, _: LessonControls.TracesOpened) -> None:
+        self.gantt.focus()  # back from the trace screen, keys go to the lesson again
+
     def on_lesson_controls_started(self, message: LessonControls.Started) -> None:
         self.actions = {a.id: a for a in message.program.actions()}
         same = self.outcome is not None and self.outcome.params == message.params

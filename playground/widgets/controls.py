@@ -78,6 +78,9 @@ class LessonControls(Vertical):
         key: str
         values: dict[str, Any]
 
+    class TracesOpened(Message):
+        """The Open box named traces: the trace screen is on its way."""
+
     def __init__(
         self, lesson: Lesson, *, pool: RankPool | None = None, id: str | None = None
     ) -> None:
@@ -291,5 +294,6 @@ class LessonControls(Vertical):
         opener = getattr(self.app, "action_open_trace", None)
         if opener is None:  # an app without a trace screen: a saved run, or its error
             return False
+        self.post_message(self.TracesOpened())
         self.app.call_later(opener, paths)
         return True
