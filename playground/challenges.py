@@ -130,7 +130,7 @@ def record(lesson: Lesson, facts: Facts, *, prediction_counts: bool) -> list[Ver
     if goal is None:
         return []
     progress = progress_store.load(lesson.name)
-    verdicts = [v for v in check(goal, progress, facts, prediction_counts=prediction_counts)]
+    verdicts = check(goal, progress, facts, prediction_counts=prediction_counts)
     checked = [v for v in verdicts if v.met is not None]
     if any(v.met or v.yours is not None for v in checked):  # met, or an answer used
         progress_store.save(progress)
