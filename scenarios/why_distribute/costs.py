@@ -288,23 +288,31 @@ def dp_seconds(problem: Problem, layout: Layout) -> float:
     """The gradients' all-reduce over the ranks holding the same weights, DP × CP
     (2Ψ per rank; ZeRO-1/2's reduce-scatter and all-gather move the same). ZeRO-3
     gathers the weights again for every microbatch's forward and backward and
-    reduce-scatters once: (2m + 1)Ψ, the ZeRO paper's 3Ψ at m = 1."""
+    reduce-scatters once: (2m + 1)Ψ, the ZeRO paper's 3Ψ at m = 1. ZeRO-2 in a
+    pipeline is FSDP as Llama 3 ran it (§3.3.2: gradients and optimizer sharded, the
+    weights not resharded after forward): each microbatch's gradients reduce-scattered
+    in FP32 (its "Numerical stability": 4 bytes an element), then the updated weights
+    gathered once in 16 bits."""
     grad_bytes = formulas.ZERO_PRECISIONS[problem.precision][1]
     stride = layout.tp * layout.pp
     group = range(0, layout.gpus, stride)
     seconds = problem.all_reduce(group, local_elements(problem, layout) * grad_bytes)
     if layout.zero == "zero3":
         return seconds * (2 * layout.microbatches + 1) / 2
+    if layout.zero == "zero2" and layout.pp > 1:
+        fp32 = problem.all_reduce(group, local_elements(problem, layout) * 4)
+        return (layout.microbatches * fp32 + seconds) / 2  # half an all-reduce each
     return seconds
 
 
 def exposed_dp_seconds(problem: Problem, layout: Layout, compute: float) -> float:
     """What the step waits for of the DP traffic: all of it for DDP and ZeRO-1/2, run
-    after the last backward as Megatron does; under ZeRO-3 (FSDP) the gathers and
-    reduce-scatters run layer by layer beside the compute, which hides them up to its
-    own length."""
+    after the last backward as Megatron does; under ZeRO-3 (FSDP), and ZeRO-2 in a
+    pipeline, the gathers and reduce-scatters run layer by layer beside the compute,
+    which hides them up to its own length."""
     seconds = dp_seconds(problem, layout)
-    return max(0.0, seconds - compute) if layout.zero == "zero3" else seconds
+    beside = layout.zero == "zero3" or (layout.zero == "zero2" and layout.pp > 1)
+    return max(0.0, seconds - compute) if beside else seconds
 
 
 def optimizer_seconds(problem: Problem, layout: Layout) -> float:

@@ -86,6 +86,7 @@ class Layout:
     microbatches: int = 1
     chunks: int = 1
     cp: int = 1  # context parallelism: the sequence split over cp ranks (ring attention)
+    engine: str = "megatron"  # whose pipeline runs it: Megatron's schedules or DeepSpeed's
 
     @property
     def gpus(self) -> int:

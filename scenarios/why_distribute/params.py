@@ -180,8 +180,10 @@ class WhyParams(Params):
             raise refused("layout", "layout_pp", layout=text, layers=shape.layers)
         if shape.seq % (2 * lay.cp) and lay.cp > 1:
             raise refused("layout", "layout_cp", layout=text, cp=lay.cp, seq=shape.seq)
-        if lay.zero in ("zero2", "zero3") and lay.pp > 1:
+        if lay.zero == "zero3" and lay.pp > 1:
             raise refused("layout", "layout_zero", layout=text, zero=lay.zero)
+        if lay.engine == "deepspeed" and lay.chunks > 1:
+            raise refused("layout", "layout_engine", layout=text, chunks=lay.chunks)
         if lay.dp * lay.micro > self.batch:
             raise refused("layout", "layout_batch", layout=text, batch=self.batch)
         memory = training_bytes(
@@ -264,7 +266,8 @@ class WhyParams(Params):
         m = max(1, math.ceil(self.batch / (dp * micro)))
         recompute = self.recompute if self.recompute != "auto" else "none"
         zero = got.get("zero", "ddp")
-        return Layout(tp, pp, dp, zero, recompute, micro, m, got.get("v", 1), cp)
+        engine = got.get("engine", "megatron")
+        return Layout(tp, pp, dp, zero, recompute, micro, m, got.get("v", 1), cp, engine)
 
     @property
     def deadline_s(self) -> float:

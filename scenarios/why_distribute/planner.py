@@ -14,7 +14,9 @@ fastest variant kept: on the same GPUs time and cost rank alike.
 
 `gpus` is the cluster the learner has: the recommended plan is the fastest on all
 of it; the cheapest plan on any subset (meeting the deadline, if one is given) is
-the alternative. A layout typed in `layout` is costed alone (`pinned`).
+the alternative. A layout typed in `layout` is costed alone (`pinned`); one that
+names `deepspeed` is timed by replaying DeepSpeed's own pipeline schedule
+(`deepspeed_seconds`), which the search never tries.
 
 Timing, two ways:
 - a closed form for every shape (costs.closed_form_pipeline), to rank them all;
@@ -49,7 +51,7 @@ from runtime.sim.program import Program
 from runtime.sim.simulate import simulate
 from scenarios.pipeline.schedules import Shape
 from scenarios.pipeline.schedules import build as build_schedule
-from scenarios.why_distribute import costs
+from scenarios.why_distribute import costs, deepspeed
 from scenarios.why_distribute.costs import Problem
 from scenarios.why_distribute.footprint import RECOMPUTE, Layout, training_bytes
 from scenarios.why_distribute.plans import Plan, Planning
@@ -102,8 +104,26 @@ def evaluate(problem: Problem, layout: Layout, memory: dict[str, float] | None =
                                 flash=problem.flash)  # fmt: skip
     fits = sum(memory.values()) <= problem.gpu.memory_bytes
     stages = costs.stage_costs(problem, layout)
+    if layout.engine == "deepspeed" and layout.pp > 1:
+        pipe = deepspeed_seconds(problem, layout, stages)
+        return _plan(problem, layout, memory, fits, pipe, stages, simulated=True)
     pipe = costs.closed_form_pipeline(stages, layout, costs.p2p_seconds(problem, layout))
     return _plan(problem, layout, memory, fits, pipe, stages, simulated=False)
+
+
+def deepspeed_seconds(problem: Problem, layout: Layout, stages: list[tuple[float, float]]) -> float:
+    """DeepSpeed's TrainSchedule replayed (scenarios.why_distribute.deepspeed): each
+    tensor sent as a 1/t slice over its stage boundary, blocking both streams, then
+    all-gathered over the receiver's TP group; at the end the tied embedding's gradient
+    all-reduced between the first and the last stage."""
+    nbytes = costs.activation_message_bytes(problem, layout)
+    model = costs.pipeline_model(problem, layout)
+    gather = problem.tp_all_reduce(layout.tp, nbytes * layout.tp) / 2  # half a ring all-reduce
+    hops = [model.p2p_time(r, r + 1, nbytes) + gather for r in range(layout.pp - 1)]
+    shape, inner = problem.shape, layout.tp * layout.cp
+    tied = shape.vocab * shape.hidden / layout.tp * problem.elem if shape.mlp == "gelu" else 0
+    ends = range(0, layout.pp * inner, (layout.pp - 1) * inner)
+    return deepspeed.makespan(stages, layout.microbatches, hops) + problem.all_reduce(ends, tied)
 
 
 def _plan(
@@ -258,7 +278,7 @@ def pinned(problem: Problem, layout: Layout) -> Planning:
     """Exactly `layout`: costed, simulated, recommended (the learner's params checked
     that it multiplies to the GPUs and fits)."""
     plan = evaluate(problem, layout)
-    if simulation_size(layout) <= SIMULATED_ACTIONS:
+    if layout.engine != "deepspeed" and simulation_size(layout) <= SIMULATED_ACTIONS:
         plan, _ = simulated(problem, plan)
     return Planning([plan], [plan], plan, 1, int(plan.fits), _dp_only(problem), None, True)
 

@@ -60,7 +60,7 @@ class Plan:
         out = f"tp{lay.tp}·" + (f"cp{lay.cp}·" if lay.cp > 1 else "") + f"pp{lay.pp}·dp{lay.dp}"
         out += f"·v{lay.chunks}" if lay.chunks > 1 else ""
         out += f"·mbs{lay.micro}" if lay.micro > 1 else ""
-        out += f" {lay.zero}"
+        out += f" {lay.zero}" + (" deepspeed" if lay.engine == "deepspeed" else "")
         return out + (f" rc={lay.recompute}" if lay.recompute != "none" else "")
 
     @property

@@ -18,9 +18,9 @@ from typing import Any
 from scenarios.params import KNOB, Knob, Mode, ParamError, shown
 from scenarios.why_distribute.phrases import phrase
 
-LAYOUT_SYNTAX = "auto, tpT,ppP,dpD[,cpC][,vV][,zero1|zero3][,mbsB]"
+LAYOUT_SYNTAX = "auto, tpT,ppP,dpD[,cpC][,vV][,zero1|zero2|zero3][,mbsB][,deepspeed]"
 FFN_SYNTAX = "auto, N, Nh (14336, 4h)"
-LAYOUT_PART = re.compile(r"(tp|pp|dp|cp|v|mbs)([0-9]{1,6})|(ddp|zero1|zero2|zero3)")
+LAYOUT_PART = re.compile(r"(tp|pp|dp|cp|v|mbs)([0-9]{1,6})|(ddp|zero1|zero2|zero3)|(deepspeed)")
 
 
 def refused(field: str, key: str, **values: object) -> ParamError:
@@ -71,14 +71,18 @@ def read_ffn(text: str) -> tuple[int, bool]:
 
 
 def read_layout(text: str) -> dict[str, Any]:
-    """`tp8,pp12,dp8,cp2,v2,zero1,mbs2` -> its degrees (each at most once)."""
+    """`tp8,pp12,dp8,cp2,v2,zero1,mbs2` -> its degrees (each at most once);
+    `deepspeed`: DeepSpeed's pipeline engine runs it (engine)."""
     out: dict[str, Any] = {}
     for part in text.split(","):
         match = LAYOUT_PART.fullmatch(part)
         if match is None:
             raise ValueError(part)
-        key = "zero" if match.group(3) else match.group(1)
-        value = match.group(3) or int(match.group(2))
+        if match.group(4):
+            key, value = "engine", match.group(4)
+        else:
+            key = "zero" if match.group(3) else match.group(1)
+            value = match.group(3) or int(match.group(2))
         if key in out or value == 0:
             raise ValueError(part)
         out[key] = value
