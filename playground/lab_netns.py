@@ -32,6 +32,7 @@ from pathlib import Path
 
 from playground.formatting import plain
 from playground.usage import UsageError
+from runtime.engine.owners import owner_alive, started_at
 
 NODES = 2
 SUBNET = "10.41.0"  # inside the lab's own namespaces: no other route can clash with it
@@ -163,24 +164,10 @@ def _alive(owner: int, namespaces: list[str]) -> bool:
     that started after the oldest of them holds a reused pid, so the lab's maker is
     dead. Without a namespace to date (a bare veth end), a running pid counts as alive:
     when in doubt, the lab is someone's and stays."""
-    started = _start_time(owner)
-    if started is None:
-        return False
     made = [t for ns in namespaces if (t := _mtime(NETNS_DIR / ns)) is not None]
-    return not made or started <= min(made) + 1.0  # the stat's and the tick's rounding
-
-
-def _start_time(pid: int) -> float | None:
-    """When process `pid` started (seconds since the epoch), None when there is none."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        boot = next(line for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime "))  # fmt: skip
-    except (OSError, StopIteration):
-        return None
-    # Field 22 (starttime, clock ticks after boot), counted after the name's ")".
-    ticks = int(stat.rsplit(")", 1)[1].split()[19])
-    return int(boot.split()[1]) + ticks / os.sysconf("SC_CLK_TCK")
+    if not made:
+        return started_at(owner) is not None
+    return owner_alive(owner, min(made))
 
 
 def _mtime(path: Path) -> float | None:

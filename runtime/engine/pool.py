@@ -25,7 +25,9 @@ group initialised, and hands them the next job:
 
 Loopback only, like a cold launch: the ranks rendezvous through a FileStore (a
 private file in the runs folder, which pruning never removes: it deletes
-folders) and bind gloo/NCCL to the loopback interface.
+folders) and bind gloo/NCCL to the loopback interface. The store's name holds the
+pool's pid: a process killed with its pool cannot unlink it, so the next pool to start
+removes every store whose process is gone (runtime.engine.owners).
 
 The ranks are spawned from a thread the pool owns for its whole life: each rank
 asks the kernel for SIGKILL when its parent *thread* ends (PR_SET_PDEATHSIG), and
@@ -47,6 +49,7 @@ from pathlib import Path
 
 from runtime.engine.files import make_private_dir
 from runtime.engine.launch import LaunchResult, LaunchSpec, RunCancelled, watch
+from runtime.engine.owners import owner_alive
 from runtime.engine.rundirs import new_run_dir, runs_root
 from runtime.engine.spawn import Ranks, rank_specs, start, threads_for
 
@@ -157,8 +160,11 @@ class RankPool:
             if self._spawner is None:
                 self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rank-pool")
             spawner = self._spawner
-        # The FileStore: a private file (0600, in the 0700 runs folder) for the pool's life.
-        fd, name = tempfile.mkstemp(prefix=".pool-", suffix=".store", dir=runs_root())
+        # The FileStore: a private file (0600, in the 0700 runs folder) for the pool's life,
+        # named with this process's pid so that a later pool can tell it was left behind.
+        root = runs_root()
+        sweep_stale_stores(root)
+        fd, name = tempfile.mkstemp(prefix=f".pool-{os.getpid()}-", suffix=".store", dir=root)
         os.close(fd)
         store = Path(name)
         try:
@@ -187,3 +193,21 @@ def _idle_and_well(ranks: Ranks) -> bool:
         except (EOFError, OSError):
             return False
     return True
+
+
+def sweep_stale_stores(root: Path) -> list[Path]:
+    """Remove the FileStores of pools whose process is gone (SIGKILLed: it could not
+    unlink its own); a store whose owner runs, or whose name holds no pid (an older
+    version's), stays. Returns what was removed."""
+    removed = []
+    for store in root.glob(".pool-*-*.store"):
+        pid = store.name.removeprefix(".pool-").split("-", 1)[0]
+        try:
+            made = store.stat().st_mtime
+        except OSError:
+            continue  # removed meanwhile
+        if pid.isdigit() and not owner_alive(int(pid), made):
+            with contextlib.suppress(OSError):
+                store.unlink()
+                removed.append(store)
+    return removed
