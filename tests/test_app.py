@@ -142,6 +142,7 @@ def test_the_app_never_imports_torch() -> None:
             app = playground.app.PlaygroundApp(language="en")
             async with app.run_test() as pilot:
                 await pilot.press("enter", "l", "escape")
+                await pilot.pause()  # every key handled before the app closes (a loaded machine)
 
         asyncio.run(visit())
         loaded = {"torch", "runtime.engine.worker", "runtime.engine.comm", "scenarios.ring_allreduce.rank"}

@@ -16,6 +16,10 @@ from test_lab_nodes import RUN, _ours, needs_namespaces
 
 from playground import lab_netns
 
+# The lab's network namespaces are the machine's: under pytest-xdist every test here
+# runs in the serial group's worker (tests/conftest.py), never beside another lab.
+pytestmark = pytest.mark.xdist_group("serial")
+
 
 def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "playground.cli", *args]

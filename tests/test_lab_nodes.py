@@ -18,6 +18,10 @@ from cli_server import CliProcess, run_cli
 from playground.lab_args import link_bits
 from playground.usage import UsageError
 
+# The lab's network namespaces are the machine's: under pytest-xdist every test here
+# runs in the serial group's worker (tests/conftest.py), never beside another lab.
+pytestmark = pytest.mark.xdist_group("serial")
+
 RUN = ["--", "run", "ring-allreduce"]
 OURS = re.compile(r"^pgl[0-9]+[nv][01]\b")
 

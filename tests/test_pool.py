@@ -80,6 +80,13 @@ def store_files() -> list[Path]:
 pytestmark = pytest.mark.ranks
 
 
+@pytest.fixture(autouse=True)
+def _own_runs_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's pools keep their stores in a folder of its own: a pool another test
+    (or an app it drove) still holds is not this test's to count."""
+    monkeypatch.setenv("PLAYGROUND_RUNS_DIR", str(tmp_path / "runs"))
+
+
 def test_warm_jobs_run_the_cold_program_with_the_same_numerics_on_the_same_processes() -> None:
     spec = lesson_spec("pipeline", PIPELINE)
     cold = launch(spec)
