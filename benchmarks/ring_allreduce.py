@@ -2,26 +2,33 @@
 what tracing costs.
 
 For 2 and 4 ranks and buffers from 64 KiB to 16 MiB, runs `ring-allreduce` for real
-several times and prints, as medians over the runs:
+several times and prints, as medians over the (streamed) runs:
 - the hand ring's busbw and torch's built-in all_reduce busbw, measured side by
   side in the same run (every iteration runs both), and their ratio;
 - the after-run prediction error |pred - meas| / meas of the hand ring's time;
-- the tracing overhead: the hand ring's step time with spans streamed live to the
-  parent over its step time with every span kept in the rank until the end. Each
-  streamed run is paired with an unstreamed one started right before or after it (in
-  turn), so a drift in the machine's load hits both. Two estimates, each the median
-  of the pairs' ratios: `tracing` compares the fastest quarter of each side's steps
-  (the lower quartile of its timed iterations), which the load of other processes,
-  always an addition, disturbs least; `tracing (median)` the medians, as the lesson
-  reports its time. Each is followed by the lowest and highest ratio of one pair.
+- the tracing overhead, measured inside each streamed run so that the machine's other
+  load cannot fake it: runtime.engine.worker's STREAM_BLOCKS_ENV hook makes the run's
+  blocks of `--block` steps ship their records live and keep them back in turn (the
+  real shipping path; shipments fall on the clock a streamed run ships on, and one due
+  inside a kept block is skipped), so a streamed block and the kept block beside it
+  lie milliseconds apart and a drift or burst of other load hits both alike. The
+  first block (it holds the warm-up) and the first step of every block (the parent
+  may still be taking in the previous block's records) are left out. Per pair of
+  neighbouring blocks, streamed over kept: `tracing` the ratio of the blocks' median
+  step times (the lesson reports a median), `tracing (means)` of their mean step
+  times (every step's cost weighs, the one right after a shipment too); each the
+  median over all pairs of all runs, with its 95% confidence interval;
+- `null` and `null (means)`: the same blocks in as many runs that stream nothing (run
+  in turn with the streamed ones), read like `tracing` and `tracing (means)`: what the
+  method says where nothing differs, the size of its noise.
 
 Then the lesson's own default run, the one a learner starts
 (`playground run ring-allreduce --ranks 4 -p size=4MiB`: its 2 warm-up and 3 timed
 iterations), `--lesson-runs` times: the median busbw ratio to the built-in and the
 median after-run error, each with its range.
 
-    python benchmarks/ring_allreduce.py [--runs 5] [--ranks 2 4] [--sizes 64KiB 4MiB]
-        [--lesson-runs 5] [--write]
+    python benchmarks/ring_allreduce.py [--runs 5] [--repeat 50] [--block 4] [--ranks 2 4]
+        [--sizes 64KiB 4MiB] [--lesson-runs 5] [--write]
 
 `--write` puts both tables into this script's section of docs/benchmarks.md
 (benchmarks.doc_section). Timings are only ever asserted here, never in tests.
@@ -30,16 +37,20 @@ median after-run error, each with its range.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
 import timeit
+from itertools import pairwise
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.doc_section import header, write_section  # noqa: E402
 from playground import session  # noqa: E402
+from runtime.engine.span_buffer import STREAM_BLOCKS_ENV  # noqa: E402
+from runtime.sim.trace import Span, Timeline  # noqa: E402
 from runtime.sim.units import format_seconds  # noqa: E402
 from scenarios.metrics import Metric, find  # noqa: E402
 from scenarios.ring_allreduce.lesson import iteration_times  # noqa: E402
@@ -54,14 +65,54 @@ def run(raw: dict[str, str], stream: bool) -> list[Metric]:
     return session.run("ring-allreduce", raw, stream=stream).metrics
 
 
-def steps(raw: dict[str, str], stream: bool) -> tuple[list[Metric], list[float]]:
-    """A run's metrics and the hand ring's time in each timed iteration."""
-    outcome = session.run("ring-allreduce", raw, stream=stream)
-    return outcome.metrics, iteration_times(outcome.measured, "ring")
+def step_times(timeline: Timeline, series: str) -> dict[int, float]:
+    """Each timed iteration's time (by its step), as the lesson times it (iteration_times)."""
+    by_step: dict[int, list[Span]] = {}
+    for span in timeline.spans:
+        if span.series == series and span.step is not None:
+            by_step.setdefault(span.step, []).append(span)
+    return {k: iteration_times(Timeline(spans=v), series)[0] for k, v in sorted(by_step.items())}
 
 
-def quartile(values: list[float]) -> float:
-    return statistics.quantiles(values, n=4)[0] if len(values) > 1 else values[0]
+def blocks_of(times: dict[int, float], block: int) -> list[tuple[bool, list[float]]]:
+    """The run's timed iterations in its blocks of `block` steps, in order: whether the
+    block streamed (runtime.engine.worker: blocks 0, 2, 4, ... do), and its iterations'
+    times, the block's first step left out (the parent may still be taking in what the
+    block before shipped). The first block, which holds the warm-up, and blocks left
+    with fewer than two iterations are dropped."""
+    out = []
+    for b in range(1, max(times) // block + 1):
+        steps = range(b * block + 1, (b + 1) * block)
+        kept = [times[s] for s in steps if s in times]
+        if len(kept) >= 2:
+            out.append((b % 2 == 0, kept))
+    return out
+
+
+def pair_ratios(blocks: list[tuple[bool, list[float]]], stat) -> list[float]:
+    """Each streamed block over each kept block beside it (before and after): a pair a
+    few milliseconds apart, so a drift or burst of other load hits both alike."""
+    ratios = []
+    for (s1, t1), (s2, t2) in pairwise(blocks):
+        if s1 != s2:
+            streamed, kept = (t1, t2) if s1 else (t2, t1)
+            ratios.append(stat(streamed) / stat(kept))
+    return ratios
+
+
+def median_ci(values: list[float]) -> str:
+    """The median and its 95% confidence interval, `1.01x (0.99–1.03)`: distribution-free,
+    the order statistics n/2 ∓ 0.98·√n (the binomial count below the median, normal)."""
+    v, n = sorted(values), len(values)
+    lo = max(math.floor(n / 2 - 0.98 * math.sqrt(n)) - 1, 0)
+    hi = min(math.ceil(1 + n / 2 + 0.98 * math.sqrt(n)) - 1, n - 1)
+    return f"{statistics.median(v):.3f}x ({v[lo]:.3f}–{v[hi]:.3f})"
+
+
+def quartiles(values: list[float]) -> str:
+    """The lower and upper quartile of single pairs' ratios: how far one pair strays."""
+    lo, _, hi = statistics.quantiles(values, n=4) if len(values) > 1 else values * 3
+    return f"{lo:.2f}–{hi:.2f}"
 
 
 def value(metrics: list[Metric], name: str, field: str = "value") -> float:
@@ -74,24 +125,27 @@ def spread(values: list[float], form: str) -> str:
     return f"{mid:{form}} ({lo:{form}}–{hi:{form}})"
 
 
-def measure(ranks: int, size: str, runs: int, repeat: int) -> dict[str, str]:
+def measure(ranks: int, size: str, runs: int, repeat: int, block: int) -> dict[str, str]:
+    """`runs` streamed runs whose blocks of `block` steps ship their records and keep them
+    back in turn (STREAM_BLOCKS_ENV), each paired with a run that streams nothing, cut
+    into the same blocks: the null, what the method reads where nothing differs."""
     raw = {"ranks": str(ranks), "size": size, "repeat": str(repeat)}
-    traced, live_steps, kept_steps, fast, mid = [], [], [], [], []
-    for n in range(runs):
-        # A pair, one right after the other, in turn streamed first and kept first: a
-        # run that pays for coming first (or second) does so on both sides alike.
-        if n % 2 == 0:
-            (live, live_t), (_, kept_t) = steps(raw, stream=True), steps(raw, stream=False)
-        else:
-            (_, kept_t), (live, live_t) = steps(raw, stream=False), steps(raw, stream=True)
-        traced.append(live)
-        live_steps += live_t
-        kept_steps += kept_t
-        fast.append(quartile(live_t) / quartile(kept_t))
-        mid.append(statistics.median(live_t) / statistics.median(kept_t))
-    # The pairs' ratios, their median: a run slowed as a whole by the machine's other
-    # load weighs one pair, where pooling its steps would shift the whole distribution.
-    pooled_fast, pooled_mid = statistics.median(fast), statistics.median(mid)
+    traced, medians, means, null, null_means = [], [], [], [], []
+    os.environ[STREAM_BLOCKS_ENV] = str(block)  # the ranks take the launcher's environment
+    try:
+        for n in range(runs):
+            for stream in (True, False) if n % 2 == 0 else (False, True):
+                outcome = session.run("ring-allreduce", raw, stream=stream)
+                blocks = blocks_of(step_times(outcome.measured, "ring"), block)
+                if stream:
+                    traced.append(outcome.metrics)
+                    medians += pair_ratios(blocks, statistics.median)
+                    means += pair_ratios(blocks, statistics.fmean)
+                else:
+                    null += pair_ratios(blocks, statistics.median)
+                    null_means += pair_ratios(blocks, statistics.fmean)
+    finally:
+        del os.environ[STREAM_BLOCKS_ENV]
 
     def med(name: str, field: str = "value") -> float:
         return statistics.median(value(m, name, field) for m in traced)
@@ -102,26 +156,38 @@ def measure(ranks: int, size: str, runs: int, repeat: int) -> dict[str, str]:
         "ratio": f"{med('busbw_vs_builtin'):.2f}x",
         "error": f"{med('time_s', 'error'):.1%}",
         "measured": format_seconds(med("time_s")),
-        "tracing": f"{pooled_fast:.2f}x ({min(fast):.2f}–{max(fast):.2f})",
-        "tracing_median": f"{pooled_mid:.2f}x ({min(mid):.2f}–{max(mid):.2f})",
+        "tracing": median_ci(medians),
+        "null": median_ci(null),
+        "tracing_means": median_ci(means),
+        "null_means": median_ci(null_means),
+        "pairs": f"{len(medians)} ({quartiles(medians)})",
     }
 
 
-def record_cost() -> tuple[float, float]:
+def record_cost() -> tuple[float, float, float]:
     """Seconds per Span, in this process: recording one into a rank's buffer (the timed
-    path: runtime.engine.span_buffer.SpanBuffer.add), and building its dict (what shipping does
-    later, between steps). The fastest of several rounds over the default Program's Actions."""
+    path: runtime.engine.span_buffer.SpanBuffer.add); packing it, what a rank does when
+    it ships, between steps (SpanBuffer.pack); and building its Span dict, done by the
+    parent once the run is over or for a listener of live records (a torchrun rank
+    still builds them itself). The fastest of several rounds over the default Program's
+    Actions."""
     from runtime.engine.span_buffer import SpanBuffer
     from runtime.sim.simulate import span_for
     from scenarios.ring_allreduce.params import RingParams
     from scenarios.ring_allreduce.program import build
 
     actions = build(RingParams(repeat=50)).ranks[0]
+    buffer = SpanBuffer(len(actions), actions)
 
     def record() -> None:
         add = SpanBuffer(len(actions)).add
         for action in actions:
             add(action, 1, 2)
+
+    def pack() -> None:
+        for action in actions:
+            buffer.add(action, 1, 2)
+        buffer.pack()
 
     def build_dicts() -> None:
         for action in actions:
@@ -129,10 +195,10 @@ def record_cost() -> tuple[float, float]:
 
     rounds = 200
     per = rounds * len(actions)
-    return (
-        min(timeit.repeat(record, number=rounds, repeat=5)) / per,
-        min(timeit.repeat(build_dicts, number=rounds, repeat=5)) / per,
-    )
+    recorded = min(timeit.repeat(record, number=rounds, repeat=5)) / per
+    packed = min(timeit.repeat(pack, number=rounds, repeat=5)) / per - recorded
+    built = min(timeit.repeat(build_dicts, number=rounds, repeat=5)) / per
+    return recorded, packed, built
 
 
 def lesson_default(runs: int) -> dict[str, str]:
@@ -149,7 +215,12 @@ def lesson_default(runs: int) -> dict[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--repeat", type=int, default=10, help="timed iterations inside each run")
+    parser.add_argument(
+        "--repeat", type=int, default=50, help="timed iterations inside each run (at most 50)"
+    )
+    parser.add_argument(
+        "--block", type=int, default=4, help="steps per block, streamed and kept in turn"
+    )
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--sizes", nargs="+", default=SIZES)
     parser.add_argument("--lesson-runs", type=int, default=5)
@@ -157,9 +228,14 @@ def main() -> None:
         "--write", action="store_true", help="write the tables into docs/benchmarks.md"
     )
     args = parser.parse_args()
+    if not 1 <= args.repeat <= 50:
+        parser.error("--repeat: from 1 to 50 timed iterations (the lesson's own bounds)")
+    if args.block < 2 or 3 * args.block > args.repeat + 2:  # 2: the lesson's warm-up steps
+        parser.error("--block: at least 2 steps, and three blocks must fit in the run's steps")
     load = os.getloadavg()[0]  # before this script adds its own
     invoked = (
         f"python benchmarks/{SCRIPT} --runs {args.runs} --repeat {args.repeat} "
+        f"--block {args.block} "
         f"--ranks {' '.join(map(str, args.ranks))} --sizes {' '.join(args.sizes)} "
         f"--lesson-runs {args.lesson_runs}"
     )
@@ -168,23 +244,36 @@ def main() -> None:
         f"Load average when it started: {load:.1f} on {os.cpu_count()} cores "
         "(other processes' load only ever adds time, unevenly).",
         "",
-        f"Medians of {args.runs} runs of {args.repeat} timed iterations (after the lesson's",
-        "2 warm-up ones). tracing: the hand ring's step time with spans streamed live over",
-        "kept to the end, runs paired (streamed first and kept first in turn); the",
-        "median of the pairs' ratios of lower quartiles (`tracing`) and of medians",
-        "(`tracing (median)`); in brackets the lowest and highest pair.",
+        f"Per row, {args.runs} streamed runs of {args.repeat} timed iterations (after the",
+        "lesson's 2 warm-up ones) and as many runs that stream nothing, in turn. busbw,",
+        "ratio, pred err and measured: medians over the streamed runs, as the lesson",
+        "computes them. tracing: within each streamed run, blocks of",
+        f"{args.block} steps ship their records live and keep them back in turn",
+        f"({STREAM_BLOCKS_ENV}; the shipments fall on the clock a streamed run ships on,",
+        "one due inside a kept block is skipped), so a streamed block and the kept one",
+        "beside it are milliseconds apart and the machine's other load hits both alike.",
+        "The first block (the warm-up) and the first step of every block (the parent may",
+        "still be taking in the last block's records) are left out. Per pair of",
+        "neighbouring blocks, streamed over kept: `tracing` the ratio of the blocks'",
+        "median step times (the lesson reports a median), `tracing (means)` of their mean",
+        "step times (every step's cost weighs); each the median over all pairs, in",
+        "brackets its 95% confidence interval. `null` and `null (means)`: the same read",
+        "in the runs that stream nothing, cut into the same blocks: what the method says",
+        "where nothing differs, the size of its noise. `pairs`: how many (per column), and",
+        "the quartiles of one pair's `tracing` ratio.",
         "",
         "| ranks | size | ring busbw | builtin busbw | ratio | pred err | measured "
-        "| tracing | tracing (median) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| tracing | null | tracing (means) | null (means) | pairs |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     print("\n".join(table), flush=True)
     for ranks in args.ranks:
         for size in args.sizes:
-            r = measure(ranks, size, args.runs, args.repeat)
+            r = measure(ranks, size, args.runs, args.repeat, args.block)
             row = (
                 f"| {ranks} | {size} | {r['ring']} | {r['builtin']} | {r['ratio']} "
-                f"| {r['error']} | {r['measured']} | {r['tracing']} | {r['tracing_median']} |"
+                f"| {r['error']} | {r['measured']} | {r['tracing']} | {r['null']} "
+                f"| {r['tracing_means']} | {r['null_means']} | {r['pairs']} |"
             )
             table.append(row)
             print(row, flush=True)
@@ -201,12 +290,13 @@ def main() -> None:
         ]
         table += lesson
         print("\n".join(lesson), flush=True)
-    recorded, built = record_cost()
+    recorded, packed, built = record_cost()
     cost = [
         "",
-        f"Recording one Span on the timed path: {format_seconds(recorded)} (a slot of the "
-        f"rank's buffer); building its dict, done when records ship between steps: "
-        f"{format_seconds(built)}.",
+        f"Per Span: recording it on the timed path {format_seconds(recorded)} (a slot of "
+        f"the rank's buffer); packing it when the rank ships, between steps, "
+        f"{format_seconds(packed)}; building its dict, done by the parent once the run is "
+        f"over (or at once for a live view) {format_seconds(built)}.",
     ]
     table += cost
     print("\n".join(cost), flush=True)

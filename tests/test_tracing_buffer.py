@@ -25,7 +25,16 @@ def actions(steps: int, per_step: int) -> list[Action]:
     ]
 
 
-def context(acts: list[Action], sent: list[tuple], stream: bool) -> RankContext[None]:
+def context(
+    acts: list[Action],
+    sent: list[tuple],
+    stream: bool = True,
+    *,
+    packed: bool = False,
+    blocks: int = 0,
+) -> RankContext[None]:
+    """The real rank context in this process, with no process group: `sent` gets what it
+    emits; `packed` as a launched rank ships, `blocks` as PLAYGROUND_STREAM_BLOCKS sets."""
     return RankContext(
         rank=0,
         world_size=1,
@@ -35,6 +44,8 @@ def context(acts: list[Action], sent: list[tuple], stream: bool) -> RankContext[
         device=torch.device("cpu"),
         emit=sent.append,
         stream=stream,
+        packed=packed,
+        stream_blocks=blocks,
     )
 
 

@@ -15,10 +15,10 @@ lets the rank set itself up before the heavy import:
 - a heartbeat thread, started at once, which the launcher watches: a rank that
   stops answering (SIGSTOP, a wedged call) stops beating and is named.
 
-Then it imports the main the launcher named (runtime.engine.worker, and with it torch)
+Then it imports the main the launcher named (runtime.engine.launched_rank, and with it torch)
 and hands over. A rank of a
 warm pool (runtime.engine.pool) is also handed the read end of a job pipe: after its
-first job it waits there for the next (runtime.engine.worker.launched_main), writing
+first job it waits there for the next (runtime.engine.launched_rank.launched_main), writing
 each job's log into that job's run directory (`log_to`).
 
 RankSpec is everything the parent hands one rank, as data: who it is, where

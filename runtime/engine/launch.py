@@ -13,7 +13,10 @@ params and Program as data (LaunchSpec); each rank gets its own Actions.
   to rendezvous over TCP and listen beyond this machine (torchrun is the other);
 - every message from a rank (`ready`, `records` (spans and counters, batched),
   `heartbeat`, `done`, `error`) is
-  handed to `on_message` as it arrives, so a UI can draw spans live;
+  handed to `on_message` as it arrives, so a UI can draw spans live. A rank ships its
+  records packed (runtime.engine.span_buffer: Action indices and clock readings): they
+  stay packed until the run is over, and become the `records` message (Span dicts)
+  only for a listener, as they arrive;
 - failure detection: a rank process that exits without `done` (SIGKILL, crash,
   exception) is seen at once through its sentinel; a rank whose heartbeat stops
   for `hang_timeout_s` (SIGSTOP, a wedged call) is declared hung. After the first
@@ -45,6 +48,7 @@ from runtime.engine.files import make_private_dir
 from runtime.engine.launch_spec import LaunchSpec
 from runtime.engine.restart import RestartReport
 from runtime.engine.rundirs import new_run_dir
+from runtime.engine.span_buffer import PACKED, as_records, spans_of
 from runtime.engine.spawn import Ranks, start
 from runtime.sim.trace import Counter, Mark, Span
 
@@ -158,9 +162,11 @@ def watch(
     silence is judged by `hang_timeout_s` from the start."""
     n = spec.world_size
     procs, conns = ranks.procs, ranks.conns
-    # The records as they came (dicts): made Spans once the run is over, so the parent,
-    # which shares the cores with the ranks, does the least while they are timed.
-    spans: list[dict[str, Any]] = []
+    # The records as they came (`records` and `packed` messages): made Spans once the
+    # run is over, so the parent, which shares the cores with the ranks, does the least
+    # while they are timed. A rank's packed records name its Actions in the Program.
+    records: list[tuple] = []
+    tables = spec.program.ranks if spec.program is not None else [[] for _ in range(n)]
     counters: list[dict[str, Any]] = []
     results: list[dict[str, Any] | None] = [None] * n
     last_beat = [time.monotonic()] * n
@@ -178,14 +184,16 @@ def watch(
         kind = msg[0]
         last_beat[rank] = time.monotonic()
         beating[rank] = True
-        if kind == "records":
-            spans.extend(msg[2])
+        if kind in ("records", PACKED):
+            records.append(msg)
             counters.extend(msg[3])
+            if kind == PACKED and on_message is not None:  # a listener reads Span dicts
+                msg = as_records(msg, tables[rank])
         elif kind == "ready":
             backend = msg[2]
         elif kind == "done":
             envelope = msg[2]
-            spans.extend(envelope.get("spans", []))
+            records.append(("records", rank, envelope.get("spans", [])))
             counters.extend(envelope.get("counters", []))
             results[rank] = envelope["result"]
             if rank == 0:
@@ -223,8 +231,9 @@ def watch(
             if results[rank] is None and rank not in dead and now - last_beat[rank] > limit:
                 hung[rank] = f"stopped answering: no heartbeat for {now - last_beat[rank]:.1f} s"
         if all(r is not None for r in results):
+            spans = [s for m in records for s in spans_of(m, tables[m[1]])]
             return LaunchResult(
-                spans=sorted(map(Span.from_dict, spans), key=lambda s: (s.start, s.rank)),
+                spans=sorted(spans, key=lambda s: (s.start, s.rank)),
                 rank_results=results,  # type: ignore[arg-type]
                 backend=backend,
                 run_dir=run_dir,

@@ -10,7 +10,7 @@ group initialised, and hands them the next job:
   entry, typed params, this rank's Actions), sent over a second pipe per rank;
   the rank runs it through runtime.engine.worker.run_rank exactly as a fresh rank
   would (same seeds, same thread count), sends `done` and waits for the next
-  (runtime.engine.worker.launched_main). Its heartbeats keep flowing all the while;
+  (runtime.engine.launched_rank.launched_main). Its heartbeats keep flowing all the while;
 - the parent side is the launcher's own (runtime.engine.spawn.start, then
   runtime.engine.launch.watch): the same streamed records, failure detection, root
   cause and cancel; the first job of a pool is a cold launch whose ranks stay;

@@ -42,7 +42,7 @@ from runtime.engine.launch_spec import LaunchSpec
 LOOPBACK = "127.0.0.1"
 # What a rank runs once bootstrap has set it up: handed to it by name, not imported
 # here (torch comes with it, and only inside the rank).
-WORKER_MAIN = "runtime.engine.worker:launched_main"
+WORKER_MAIN = "runtime.engine.launched_rank:launched_main"
 
 
 def loopback_interface() -> str:
@@ -157,7 +157,7 @@ class Ranks:
 
 _MAIN_LOCK = threading.Lock()
 # What every rank imports before its first job: preloaded once in the fork server.
-PRELOAD = ("runtime.engine.bootstrap", "runtime.engine.worker", "torch", "torch.distributed")
+PRELOAD = ("runtime.engine.bootstrap", "runtime.engine.launched_rank", "torch", "torch.distributed")
 
 
 def rank_context() -> Any:

@@ -2,7 +2,8 @@
 
 The real engine of docs/design.md's picture. Two ways in, one rank code:
 
-- launched by runtime.engine.launch (via runtime.engine.bootstrap): rendezvous through a
+- launched by runtime.engine.launch (via runtime.engine.bootstrap, then
+  runtime.engine.launched_rank, which calls `run_rank`): rendezvous through a
   FileStore in the run's private directory (loopback only: no listener), records
   streamed to the parent over the rank's pipe, heartbeats watched by the parent;
   a rank of a warm pool (runtime.engine.pool) then waits for its next job, a RankSpec
@@ -30,7 +31,16 @@ batched: `execute` ships once its batch of actions is done, or where the step ch
 inside the batch, at most every STREAM_INTERVAL_S; inside one long step, or a batch
 without steps (a pipeline schedule), at most every STEPLESS_INTERVAL_S, so a live view
 still moves. No thread ships them: one would hold the GIL just when a rank's wait
-returns. `benchmarks/ring_allreduce.py` measures what streaming costs.
+returns. A launched rank ships its records packed (runtime.engine.span_buffer.pack:
+Action indices and clock readings as bytes, one message per batch), so neither it nor
+the parent builds a Span while the ranks run; the parent builds them at the end, or at
+once for a listener (runtime.engine.launch.watch). `benchmarks/ring_allreduce.py`
+measures what streaming costs, within one run: PLAYGROUND_STREAM_BLOCKS=B (a whole
+number; unset or 0: off) makes a streamed run alternate blocks of B steps shipped as
+usual (steps 0..B-1, 2B..3B-1, ...) with blocks of B steps that ship nothing: a
+shipment due inside one is skipped and its records wait for the next, so streamed
+blocks ship exactly as often as a streamed run does, and streamed and kept steps of
+the same run can be compared side by side (`stream_blocks`).
 
 Time zero is rank 0's CLOCK_MONOTONIC reading when all ranks left the start barrier
 (perf_counter_ns is CLOCK_MONOTONIC on Linux, shared by the processes of one
@@ -42,26 +52,21 @@ Engine part: imports torch, only ever inside rank processes.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import os
-import socket
-import sys
 import time
-import traceback
 from collections.abc import Callable, Iterable
-from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
 import torch
 import torch.distributed as dist
 
-from runtime.engine.bootstrap import RankSpec, log_to
+from runtime.engine.bootstrap import RankSpec
 from runtime.engine.device_stats import device_counters
 from runtime.engine.faults import Fault, schedule_timed_faults, slow_factors
-from runtime.engine.rank_setup import load_entry, plain, rank_device, resolve_backend
+from runtime.engine.rank_setup import load_entry, plain, rank_device
 from runtime.engine.restart import Attempt
-from runtime.engine.span_buffer import SpanBuffer
+from runtime.engine.span_buffer import PACKED, STREAM_BLOCKS_ENV, SpanBuffer
 from runtime.sim.program import Action
 from runtime.sim.trace import Counter
 
@@ -90,6 +95,8 @@ class RankContext(Generic[P]):
         channel: Any = None,
         faults: list[Fault] | None = None,
         attempt: Attempt | None = None,
+        packed: bool = False,
+        stream_blocks: int = 0,
     ):
         self.rank = rank
         self.world_size = world_size
@@ -99,6 +106,11 @@ class RankContext(Generic[P]):
         self.device = device
         self._emit = emit
         self._stream = stream
+        # Ship records packed (a launched rank, whose parent has its Actions), or as
+        # Span dicts (torchrun's ranks, which write them out themselves).
+        self._packed = packed
+        # >0: streaming only in every other block of this many steps (STREAM_BLOCKS_ENV).
+        self._blocks = stream_blocks
         self._channel = channel
         # Parsed --fault specs: rank code fires the step-based ones (timers fire the rest).
         self.faults = list(faults or [])
@@ -108,7 +120,7 @@ class RankContext(Generic[P]):
         # Under the restart supervisor: which attempt, where checkpoints live, and
         # the first attempt's time origin. None when launched plainly or by torchrun.
         self.attempt = attempt
-        self._buffer = SpanBuffer(len(self.actions))
+        self._buffer = SpanBuffer(len(self.actions), self.actions if packed else ())
         self._t0_ns = time.perf_counter_ns()
         self._executing = False
         # Spans taken out of the buffer and Counters, not yet shipped (all of them
@@ -144,7 +156,7 @@ class RankContext(Generic[P]):
         loop, it ships what is due at once; `execute` ships between its steps instead."""
         self._buffer.add(action, start_ns, end_ns)
         if self._stream:
-            self._flush_soon()
+            self._flush_soon(ships=self._ships(action.step))
 
     def sample(self, category: str, value: float, series: str | None = None) -> None:
         """A Counter sample now (memory in bytes, microbatches in flight, ...)."""
@@ -153,16 +165,34 @@ class RankContext(Generic[P]):
         if self._stream and not self._executing:  # inside `execute`: shipped between steps
             self._flush_soon()
 
-    def _flush_soon(self, interval_s: float | None = None) -> None:
+    def _ships(self, step: int | None) -> bool:
+        """Whether records ship at the end of `step`: yes, unless it lies in a kept block."""
+        return self._blocks <= 0 or step is None or (step // self._blocks) % 2 == 0
+
+    def _flush_soon(self, interval_s: float | None = None, *, ships: bool = True) -> None:
         # Batches of records, at most `interval_s` (STREAM_INTERVAL_S) old: one message
         # per span would wake the parent (which shares the cores) hundreds of times a second.
         interval_s = STREAM_INTERVAL_S if interval_s is None else interval_s
-        if time.perf_counter_ns() - self._last_flush_ns >= interval_s * 1e9:
-            self.flush()
+        now = time.perf_counter_ns()
+        if now - self._last_flush_ns >= interval_s * 1e9:
+            if ships:
+                self.flush()
+            else:
+                # Due inside a kept block: this shipment is skipped, its records wait for
+                # a later one. So the streamed blocks ship as often as a streamed run does,
+                # neither more (all that waited, at once) nor less.
+                self._last_flush_ns = now
 
     def flush(self) -> None:
         """Send the records not yet streamed to the parent (without streaming: move them
         out of the buffer, kept for the end)."""
+        if self._stream and self._packed:
+            if self._buffer or self.spans or self.counters:
+                message = (PACKED, self.rank, self.spans, self.counters, self.t0_ns)
+                self._emit((*message, *self._buffer.pack()))
+                self.spans, self.counters = [], []
+            self._last_flush_ns = time.perf_counter_ns()
+            return
         if self._buffer:
             self.spans.extend(self._buffer.take(self.t0_ns))
         if self._stream and (self.spans or self.counters):
@@ -178,7 +208,7 @@ class RankContext(Generic[P]):
         seconds of its own compute, which is all a slowed rank slows of it (the
         simulator slows the compute alone: runtime.sim.eventloop)."""
         add, channel, cuda = self._buffer.add, self._channel, self.device.type == "cuda"
-        stream, step = self._stream, None
+        stream, step, ships = self._stream, None, True
         self._executing = True
         try:
             for action in actions:
@@ -187,10 +217,11 @@ class RankContext(Generic[P]):
                     # barrier at its start lines the ranks up again), never between two
                     # timed actions of one step.
                     if step is not None:
-                        self._flush_soon()
+                        self._flush_soon(ships=ships)
                     step = action.step
+                    ships = self._ships(step)
                 elif stream:  # a long step, or none: a live view still moves
-                    self._flush_soon(STEPLESS_INTERVAL_S)
+                    self._flush_soon(STEPLESS_INTERVAL_S, ships=ships)
                 if channel is not None:
                     channel.current_action = action.id
                 start = time.perf_counter_ns()
@@ -208,8 +239,8 @@ class RankContext(Generic[P]):
             self._executing = False
         if channel is not None:
             channel.current_action = None
-        if stream:
-            self._flush_soon()  # the batch is done: between two of the lesson's steps
+        if stream:  # the batch is done: between two of the lesson's steps
+            self._flush_soon(ships=self._ships(step))
 
     def sample_device(self) -> None:
         """CUDA ranks, at most every STREAM_INTERVAL_S: runtime.engine.device_stats' Counters."""
@@ -227,10 +258,11 @@ def run_rank(
     emit: Callable[[tuple], None],
     stream: bool,
     channel: Any = None,
+    packed: bool = False,
 ) -> dict[str, Any]:
     """Shared by both ways in, after the process group exists: the envelope of the
     rank's result (the lesson's record, the backend, torch's version, and the
-    records not streamed)."""
+    records not streamed). `packed`: records stream packed (a launched rank)."""
     torch.manual_seed(1234 + spec.rank)
     schedule_timed_faults(spec.faults, spec.rank)
     ctx: RankContext[Any] = RankContext(
@@ -245,6 +277,8 @@ def run_rank(
         channel=channel,
         faults=spec.faults,
         attempt=spec.attempt,
+        packed=packed,
+        stream_blocks=stream_blocks(),
     )
     # The cyclic garbage collector stays off while the rank runs its job. A full
     # collection scans every object the imports made (torch's: hundreds of thousands),
@@ -273,74 +307,12 @@ def run_rank(
     return envelope
 
 
-def launched_main(spec: RankSpec, channel: Any, jobs: Any = None) -> None:
-    """Entry from runtime.engine.bootstrap: rendezvous on loopback, report over the pipe.
-    With `jobs` (a warm pool's pipe), run each job that arrives there, until it closes."""
-    rank = spec.rank
-    try:
-        torch.set_num_threads(spec.threads)
-        backend = resolve_backend(spec.backend)
-        timeout = timedelta(seconds=spec.timeout_s)
-        dist.init_process_group(
-            backend, rank=rank, world_size=spec.world_size, timeout=timeout, **_store(spec)
-        )
-        job: RankSpec | None = spec
-        warm = False
-        while job is not None:
-            channel.send(("ready", rank, backend, os.getpid(), warm))
-            envelope = run_rank(job, backend, emit=channel.send, stream=job.stream, channel=channel)
-            channel.send(("done", rank, envelope))
-            gc.collect()  # the job's cycles, after its result is on its way (run_rank)
-            job, warm = _next_job(jobs), True
-    except BaseException as exc:  # report, then exit non-zero: the parent names the rank
-        traceback.print_exc()
-        with contextlib.suppress(OSError, ValueError):
-            channel.send(("error", rank, f"{type(exc).__name__}: {exc}".splitlines()[0][:500]))
-        sys.stdout.flush()
-        os._exit(1)
-    with contextlib.suppress(Exception):  # teardown after success; the result is already sent
-        dist.destroy_process_group()
-    sys.stdout.flush()
-    os._exit(0)  # skip interpreter teardown: gloo threads can make a clean exit slow
-
-
-def _store(spec: RankSpec) -> dict[str, Any]:
-    """How init_process_group meets its peers: the FileStore's URL as it is; for
-    tcp://HOST:PORT, rank 0's TCPStore on a socket it bound to HOST itself. torch's own
-    tcp:// handler listens on every interface whatever HOST says, and `--host 127.0.0.1`
-    must not put a listener on the network."""
-    if not spec.rendezvous.startswith("tcp://"):
-        return {"init_method": spec.rendezvous}
-    host, _, port = spec.rendezvous[len("tcp://") :].rpartition(":")
-    timeout = timedelta(seconds=spec.timeout_s)
-    if spec.rank != 0:
-        return {"store": dist.TCPStore(host, int(port), spec.world_size, False, timeout)}
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind((host, int(port)))
-    listener.listen()
-    store = dist.TCPStore(
-        host, int(port), spec.world_size, True, timeout, master_listen_fd=listener.fileno()
-    )
-    _LISTENERS.append(listener)  # the store serves on its descriptor: kept open with it
-    return {"store": store}
-
-
-_LISTENERS: list[socket.socket] = []
-
-
-def _next_job(jobs: Any) -> RankSpec | None:
-    """A warm rank's next job, with the process set up as a fresh rank's would be (a job
-    may change torch's thread count; grad mode is per thread); None once the pool closes."""
-    if jobs is None:
-        return None
-    try:
-        job = jobs.recv()
-    except (EOFError, OSError):
-        return None
-    if job is None:
-        return None
-    log_to(job.run_dir, job.rank)
-    torch.set_num_threads(job.threads)
-    torch.set_grad_enabled(True)
-    return job
+def stream_blocks() -> int:
+    """STREAM_BLOCKS_ENV as a number of steps (0 when unset): what a benchmark sets to
+    compare streamed and kept steps within one run. ValueError (one line) otherwise."""
+    text = os.environ.get(STREAM_BLOCKS_ENV, "").strip()
+    if not text:
+        return 0
+    if not text.isdecimal() or len(text) > 6:
+        raise ValueError(f"{STREAM_BLOCKS_ENV}={text[:40]!r}: give a whole number of steps")
+    return int(text)
