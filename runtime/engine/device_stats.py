@@ -2,8 +2,8 @@
 
 The hook of issue 13's per-rank metrics for GPU ranks, in docs/design.md's engine
 part of runtime (torch, rank processes only): runtime.engine.worker calls
-`device_counters` after each Action of a CUDA rank (at most every 50 ms) and
-records each figure as a Counter, which runtime.engine.workers reads back as
+`device_counters` after each Action of a CUDA rank (at most every STREAM_INTERVAL_S)
+and records each figure as a Counter, which runtime.engine.workers reads back as
 `device_memory_bytes` and `device_utilization`. CPU ranks record none of them,
 so the Workers tab, `--json` and Prometheus show them as absent, never as 0;
 where NVML is missing (no driver library, no pynvml), utilisation alone is absent.

@@ -2,8 +2,8 @@
 
 Where it sits (docs/design.md): runtime's pure part, in the parent (UI) process.
 `LiveWorkers` is fed the records as the launcher streams them (`add`, or
-`add_message` with a `records` message: spans and counters batched every 50 ms
-by each rank), or a whole timeline at once (a replay, a prediction:
+`add_message` with a `records` message: spans and counters batched by each rank, at
+most every runtime.engine.worker.STREAM_INTERVAL_S), or a whole timeline at once (a replay, a prediction:
 `workers_report`). It keeps each step's spans (a window, runtime.engine.workers) and
 recomputes only the windows that new spans touched; memory Counters are kept
 as running totals per rank (a sample's total is the sum of its series'

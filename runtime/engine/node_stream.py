@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Client, Connection, Listener
 
 LOOPBACK = "127.0.0.1"
-MAX_MESSAGE_BYTES = 64 << 20  # one batch of 50 ms of records is far smaller
+MAX_MESSAGE_BYTES = 64 << 20  # one batch of 0.2 s of records is far smaller
 HANG_UP_S = 10.0  # how long local rank 0 waits, after its run, for the node's last records
 
 Feed = Callable[[tuple], None]

@@ -70,7 +70,10 @@ from runtime.engine.span_buffer import PACKED, STREAM_BLOCKS_ENV, SpanBuffer
 from runtime.sim.program import Action
 from runtime.sim.trace import Counter
 
-STREAM_INTERVAL_S = 0.05
+# Records ship at most this often: each shipment wakes the parent, which shares the
+# cores with the ranks, and a core taken mid-ring stalls the whole ring; five a second
+# still moves a live view.
+STREAM_INTERVAL_S = 0.2
 # Inside one long step, or a batch without steps (a pipeline schedule), records ship
 # this often: a live view still moves.
 STEPLESS_INTERVAL_S = 0.5
