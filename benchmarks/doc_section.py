@@ -4,8 +4,8 @@ docs/benchmarks.md holds the table of each script's last `--write` run, in a sec
 headed `## <script>.py: <what it measures>` and, on the next line, the command, the
 date and the machine. A `--write` replaces its own section whole (from its heading to
 the next `## ` heading) and keeps everything else as it is, the block between
-`<!-- suite:start -->` and `<!-- suite:end -->` above all (another tool writes it,
-and no section is ever looked for or written inside it). Older tables move to
+`<!-- suite:start -->` and `<!-- suite:end -->` above all (benchmarks/suite_time.py
+writes it, `write_suite`, and no section is ever looked for or written inside it). Older tables move to
 docs/lab-notebook.md by hand, dated, when they are worth keeping.
 
 Imports: stdlib only.
@@ -76,4 +76,17 @@ def write_section(script: str, section: list[str], doc: Path = DOC) -> None:
             len(lines),
         )
         lines[start:end] = [*section, ""]
+    doc.write_text("\n".join(lines).rstrip("\n") + "\n")
+
+
+def write_suite(section: list[str], doc: Path = DOC) -> None:
+    """Replace what lies between the suite's markers with `section` (the markers are
+    added at the end where `doc` has none); every other line of `doc` is kept."""
+    lines = doc.read_text().splitlines() if doc.exists() else ["# Benchmarks"]
+    stripped = [line.strip() for line in lines]
+    if SUITE_START in stripped and SUITE_END in stripped:
+        start, end = stripped.index(SUITE_START), stripped.index(SUITE_END)
+        lines[start + 1 : end] = section
+    else:
+        lines += ["", SUITE_START, *section, SUITE_END]
     doc.write_text("\n".join(lines).rstrip("\n") + "\n")

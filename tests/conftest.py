@@ -38,19 +38,12 @@ def examples(full: int) -> int:
     return full if PROFILE == "ci" else max(10, full // 3)
 
 
-# pytest-xdist's group for the tests that must not share the machine with one another:
-# those that spawn ranks (two runs on 2 cores would time each other) and those that make
-# network namespaces, the machine's own (tests/test_lab_*.py mark themselves).
-SERIAL = "serial"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under `-n N --dist loadgroup` the SERIAL group runs in one worker, one test at a
-    time, as in a plain run, and the pure tests spread over the others. Without xdist:
-    no effect."""
-    for item in items:
-        if item.get_closest_marker("ranks"):
-            item.add_marker(pytest.mark.xdist_group(SERIAL))
+# pytest-xdist (`pytest -n N`, `--dist loadgroup` from addopts): the tests spread over
+# the workers, rank tests too (they mostly wait: for a rank to start, a heartbeat, a
+# frame). The lab's tests share the machine's network namespaces and check that none of
+# theirs is left: they form one group, so they run one at a time, in one worker
+# (tests/test_lab_*.py mark themselves).
+LAB = "lab"
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -5,7 +5,7 @@ real predictions, right and wrong answers alike; the progress file is read as un
 `playground progress` lists and resets; the Gantt's every glyph has its legend words,
 and the help lists every key the lesson screen binds. The lesson screen is driven with
 Pilot: it opens on its goal, and `n` walks every narrative step in order.
-The runs that meet the other challenges are in tests/test_tmux_challenges.py.
+The runs that meet the other challenges are in tests/test_tmux_lessons.py.
 """
 
 from __future__ import annotations

@@ -12,13 +12,14 @@ import time
 
 import pytest
 from cli_server import run_cli
+from conftest import LAB
 from test_lab_nodes import RUN, _ours, needs_namespaces
 
 from playground import lab_netns
 
-# The lab's network namespaces are the machine's: under pytest-xdist every test here
-# runs in the serial group's worker (tests/conftest.py), never beside another lab.
-pytestmark = pytest.mark.xdist_group("serial")
+# The lab's network namespaces are the machine's: under `pytest -n N` the lab's tests run
+# one at a time, in one worker (tests/conftest.py).
+pytestmark = pytest.mark.xdist_group(LAB)
 
 
 def _cli(*args: str) -> list[str]:

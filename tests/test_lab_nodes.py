@@ -14,13 +14,14 @@ import time
 
 import pytest
 from cli_server import CliProcess, run_cli
+from conftest import LAB
 
 from playground.lab_args import link_bits
 from playground.usage import UsageError
 
-# The lab's network namespaces are the machine's: under pytest-xdist every test here
-# runs in the serial group's worker (tests/conftest.py), never beside another lab.
-pytestmark = pytest.mark.xdist_group("serial")
+# The lab's network namespaces are the machine's: under `pytest -n N` the lab's tests run
+# one at a time, in one worker (tests/conftest.py).
+pytestmark = pytest.mark.xdist_group(LAB)
 
 RUN = ["--", "run", "ring-allreduce"]
 OURS = re.compile(r"^pgl[0-9]+[nv][01]\b")
