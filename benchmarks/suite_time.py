@@ -36,7 +36,8 @@ COMMANDS = [
     ("whole suite, serial", [], None, "full"),
     ("whole suite, the README's command", ["-n", "auto"], 360.0, "full"),
 ]
-SUMMARY = re.compile(r"=+ (.*\d+ (?:passed|failed|error).*) in [\d.]+s")
+# pytest's last line, as `-q` prints it: "2013 passed, 1 skipped, 35 warnings in 502.00s".
+SUMMARY = re.compile(r"^=*\s*(\d+ (?:passed|failed|errors?)\b.*?) in [\d.]+s", re.MULTILINE)
 
 
 def time_pytest(arguments: list[str], profile: str) -> tuple[float, str]:
@@ -53,6 +54,9 @@ def time_pytest(arguments: list[str], profile: str) -> tuple[float, str]:
     seconds = time.perf_counter() - start
     found = SUMMARY.findall(done.stdout)
     summary = found[-1] if found else f"exit status {done.returncode}, no summary"
+    for line in done.stdout.splitlines():  # what failed, on this script's stderr
+        if line.startswith(("FAILED ", "ERROR ")):
+            print(line, file=sys.stderr)
     return seconds, re.sub(r"\s+", " ", summary)
 
 
