@@ -49,6 +49,7 @@ from runtime.sim.costmodel import CostModel
 from runtime.sim.program import Program
 from runtime.sim.simulate import simulate
 from runtime.sim.trace import Mark, Timeline
+from scenarios.lesson_info import LessonInfo
 from scenarios.metrics import Curve, Lanes, Metric
 from scenarios.params import Mode, ParamError, Params, shown
 from scenarios.texts import NarrativeStep, Texts
@@ -115,17 +116,6 @@ __all__ = [
     "RunData",
     "parse_param_args",
 ]
-
-
-@dataclass(frozen=True)
-class LessonInfo:
-    """A lesson of the unit as the home screen and `playground list` show it."""
-
-    lesson: int
-    scenario: str
-    title: dict[str, str]
-    summary: dict[str, str]
-    available: bool
 
 
 def only_timed_faults(params: Any, faults: list[Fault]) -> None:

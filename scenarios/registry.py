@@ -21,9 +21,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
-from scenarios.base import Lesson, LessonInfo
+from scenarios.lesson_info import LessonInfo
 from scenarios.texts import load_texts
+
+if TYPE_CHECKING:  # the contract comes with the first lesson asked for, not before
+    from scenarios.base import Lesson
 
 # Each built lesson's name, in course order; its package is the name with "_" for "-"
 # (scenarios/ring_allreduce/). A command imports only the lesson it names (all eight
@@ -69,7 +73,7 @@ def unregister(name: str) -> None:
     LESSONS.forget(name)
 
 
-class _Lessons(Mapping[str, Lesson]):
+class _Lessons(Mapping[str, "Lesson"]):
     """name -> Lesson, each lesson's package imported the first time it is asked for.
     Iterating gives the course (`names`); looking up also finds registered lessons."""
 

@@ -23,7 +23,7 @@ from textual.widgets.option_list import Option
 
 from playground.i18n import t
 from playground.screens import BilingualBindings
-from scenarios.base import LessonInfo
+from scenarios.lesson_info import LessonInfo
 from scenarios.registry import lessons
 
 

@@ -23,8 +23,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from runtime.sim.program import Action
-from runtime.sim.simulate import span_for
+from runtime.sim.program import Action, span_for
 from runtime.sim.trace import Span
 
 # A whole number of steps B: a streamed run then ships its records only in every other

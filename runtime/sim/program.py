@@ -32,7 +32,7 @@ from typing import Any
 
 from runtime.sim.collective_kinds import COLLECTIVE_KINDS
 from runtime.sim.effects import NO_EFFECTS, Effects
-from runtime.sim.trace import POSITION_FIELDS
+from runtime.sim.trace import POSITION_FIELDS, Span
 
 # Kinds of action. Compute kinds are open-ended (any name with a cost key), but
 # these are the ones the lessons use and the exports colour.
@@ -297,3 +297,16 @@ def _check_sizes(action: Action) -> None:
         )
     if action.sizes[group.index(action.rank)] != action.bytes:  # type: ignore[index]
         raise ProgramError(f"{action.id}: its own entry of `sizes` differs from its bytes")
+
+
+def span_for(action: Action, start: float, end: float) -> Span:
+    """The Span of `action` from `start` to `end`: what the simulator predicts and what a
+    rank records (runtime.engine.span_buffer) build it alike."""
+    return Span(
+        rank=action.rank,
+        kind=action.kind,
+        label=action.label,
+        start=start,
+        end=end,
+        **action.span_fields(),
+    )

@@ -101,7 +101,7 @@ from runtime.sim.ops import (
     SendRecv,
     Synced,
 )
-from runtime.sim.program import Action, Program, ProgramError
+from runtime.sim.program import Action, Program, ProgramError, span_for
 from runtime.sim.trace import Span, Timeline
 
 # The scale of a hand-made collective's steps (its sendrecvs), as a run timed them.
@@ -122,17 +122,6 @@ class DeadlockError(RuntimeError):
             f"rank {s.rank} at {s.action_id} waits for {s.waiting_for}" for s in stuck
         )
         super().__init__(f"deadlock: {len(stuck)} rank(s) can never finish: {detail}")
-
-
-def span_for(action: Action, start: float, end: float) -> Span:
-    return Span(
-        rank=action.rank,
-        kind=action.kind,
-        label=action.label,
-        start=start,
-        end=end,
-        **action.span_fields(),
-    )
 
 
 def simulate(program: Program, model: CostModel) -> Timeline:
