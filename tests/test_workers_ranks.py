@@ -187,7 +187,12 @@ def test_in_tmux_the_workers_tab_updates_and_marks_the_straggler(tmp_path) -> No
         tmux.wait_for("Lesson 1")
         tmux.keys("Down", "Down", "Enter")  # lesson 2, zero
         tmux.wait_for("ZeRO")
-        tmux.keys("w", "r")
+        # The screen takes keys once its prediction is drawn: on a loaded machine a `w`
+        # sent before that was lost while the `r` after it ran (seen once under -n auto).
+        tmux.wait_for("Predicted by")
+        tmux.keys("w")
+        tmux.wait_for("r runs the ranks")  # the Workers tab, the prediction's table
+        tmux.keys("r")
         tmux.wait_for("live:", timeout=120)
         notes = set()
         deadline = time.monotonic() + 300
