@@ -5,8 +5,8 @@ headed `## <script>.py: <what it measures>` and, on the next line, the command, 
 date and the machine. A `--write` replaces its own section whole (from its heading to
 the next `## ` heading) and keeps everything else as it is, the block between
 `<!-- suite:start -->` and `<!-- suite:end -->` above all (benchmarks/suite_time.py
-writes it, `write_suite`, and no section is ever looked for or written inside it). Older tables move to
-docs/lab-notebook.md by hand, dated, when they are worth keeping.
+writes it, `write_suite`, and no section is ever looked for or written inside it).
+Older tables move to docs/lab-notebook.md by hand, dated, when they are worth keeping.
 
 Imports: stdlib only.
 """
@@ -76,7 +76,7 @@ def write_section(script: str, section: list[str], doc: Path = DOC) -> None:
             len(lines),
         )
         lines[start:end] = [*section, ""]
-    doc.write_text("\n".join(lines).rstrip("\n") + "\n")
+    _write(doc, lines)
 
 
 def write_suite(section: list[str], doc: Path = DOC) -> None:
@@ -89,4 +89,8 @@ def write_suite(section: list[str], doc: Path = DOC) -> None:
         lines[start + 1 : end] = section
     else:
         lines += ["", SUITE_START, *section, SUITE_END]
+    _write(doc, lines)
+
+
+def _write(doc: Path, lines: list[str]) -> None:
     doc.write_text("\n".join(lines).rstrip("\n") + "\n")

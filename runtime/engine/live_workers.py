@@ -1,15 +1,15 @@
 """The parent's live view of every worker: figures per rank and step, as records arrive.
 
 Where it sits (docs/design.md): runtime's pure part, in the parent (UI) process.
-`LiveWorkers` is fed the records as the launcher streams them (`add`, or
-`add_message` with a `records` message: spans and counters batched by each rank, at
-most every runtime.engine.worker.STREAM_INTERVAL_S), or a whole timeline at once (a replay, a prediction:
-`workers_report`). It keeps each step's spans (a window, runtime.engine.workers) and
-recomputes only the windows that new spans touched; memory Counters are kept
-as running totals per rank (a sample's total is the sum of its series'
-categories), so a step's memory peak is a bisection away. `report()` hands the
-figures to runtime.engine.stragglers (spreads across ranks, the straggler). Thread-safe:
-a metrics server reads while the run's thread adds.
+`LiveWorkers` is fed the records as the launcher streams them (`add`, or `add_message`
+with a `records` message: spans and counters batched by each rank, at most every
+runtime.engine.worker.STREAM_INTERVAL_S), or a whole timeline at once (a replay, a
+prediction: `workers_report`). It keeps each step's spans (a window,
+runtime.engine.workers) and recomputes only the windows that new spans touched; memory
+Counters are kept as running totals per rank (a sample's total is the sum of its series'
+categories), so a step's memory peak is a bisection away. `report()` hands the figures
+to runtime.engine.stragglers (spreads across ranks, the straggler). Thread-safe: a
+metrics server reads while the run's thread adds.
 
 Pure: stdlib only.
 """
