@@ -89,8 +89,13 @@ def calibrate(
     *,
     on_message: Callable | None = None,
     pool: RankPool | None = None,
+    unless_cached: bool = False,
 ) -> CostModel:
+    """Calibrate `world_size` ranks and cache the model, one calibration at a time on
+    this machine (runtime.fit.calibration_lock); `unless_cached`: a calibration that
+    another process saved while this one waited for its turn is used as it is."""
     from runtime.engine.launch import LaunchSpec, launch
+    from runtime.fit import calibration_lock
     from runtime.fit.calibration_probes import job
 
     # Each lesson's own probes (Hooks.probes), handed in: runtime imports no lesson.
@@ -98,10 +103,15 @@ def calibrate(
     spec = LaunchSpec(
         calibration.RANK_ENTRY, world_size, name="calibrate", backend=backend, params=job(probes)
     )
-    load = conditions.load_now()  # before the ranks load the machine themselves
-    result = (pool.launch if pool is not None else launch)(spec, on_message=on_message)
-    model = calibration.fit(result.rank_results, result.backend, world_size, probes, load1=load)
-    calibration.save(model, result.backend, world_size)
+    with calibration_lock.exclusive():
+        if unless_cached:
+            cached = calibration.lookup(calibration.backend_hint(backend), world_size)
+            if cached is not None:
+                return cached
+        load = conditions.load_now()  # before the ranks load the machine themselves
+        result = (pool.launch if pool is not None else launch)(spec, on_message=on_message)
+        model = calibration.fit(result.rank_results, result.backend, world_size, probes, load1=load)
+        calibration.save(model, result.backend, world_size)
     return model
 
 
@@ -173,7 +183,7 @@ def run(
                 if ranks is None and warm_ok:
                     # The calibration and the run on the same ranks: spawn and import once.
                     ranks = own_pool = RankPool()
-                model = calibrate(world, backend, pool=ranks)
+                model = calibrate(world, backend, pool=ranks, unless_cached=True)
                 stale = conditions.Staleness("fresh")  # made just now, for this run
         # A slowed rank (--fault slow:...) is predicted slowed too: the same run.
         model = slowed(lesson.prepare_model(params, model), slow_factors(parsed_faults))

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
-from playground.export.fragment import fragment
+from playground.export.fragment import fragment, new_figure
 from runtime.sim.units import format_bytes, format_seconds
 from scenarios.metrics import Curve
 
@@ -62,7 +62,7 @@ def build_curve_figure(curve: Curve) -> go.Figure | None:
     if not curve.x:
         return None
     percent = curve.y_unit == "fraction"
-    fig = go.Figure()
+    fig = new_figure()
     points = 0
     for i, (name, ys) in enumerate(curve.lines.items()):
         # A line with one value only (a run's measurement at its own x) is a point: a
@@ -116,7 +116,6 @@ def build_curve_figure(curve: Curve) -> go.Figure | None:
     fig.update_layout(
         title={"text": escape(curve.title)},
         height=460,
-        template="plotly_white",
         margin={"l": 70, "r": 30, "t": 80, "b": 50},
         legend={"orientation": "h", "y": -0.2},
     )

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
-from playground.export.fragment import fragment
+from playground.export.fragment import fragment, new_figure
 from runtime.sim.units import format_seconds
 from scenarios.metrics import Lanes
 
@@ -46,7 +46,7 @@ def build_lanes_figure(lanes: Lanes) -> go.Figure | None:
     labels = list(dict.fromkeys(lane.label for lane in lanes.lanes))
     phases = list(dict.fromkeys(name for lane in lanes.lanes for name, _, _ in lane.phases))
     sources = list(dict.fromkeys(lane.source for lane in lanes.lanes))
-    fig = go.Figure()
+    fig = new_figure()
     for p, phase in enumerate(phases):
         color = PHASE_COLORS[p % len(PHASE_COLORS)]
         for source in sources:
@@ -93,7 +93,6 @@ def build_lanes_figure(lanes: Lanes) -> go.Figure | None:
         barmode="group",
         bargap=0.25,
         height=160 + ROW_PX * len(labels),
-        template="plotly_white",
         # The legend above the rows, under the title: below them, at a height that grows
         # with the rows, it fell on the x axis' title ("time (s)").
         margin={"l": 70, "r": 30, "t": 110, "b": 50},

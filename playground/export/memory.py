@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from playground.export.fragment import fragment
+from playground.export.fragment import fragment, new_figure
 from playground.memory_rows import memory_rows as rows_from_metrics
 from playground.palette import CATEGORY_COLORS, OTHER_COLOR
 from runtime.sim.units import format_bytes
@@ -67,6 +67,7 @@ def build_memory_figure(outcome: Outcome) -> go.Figure | None:
     categories = [c for c in CATEGORY_ORDER if any(c in row[3] for row in rows)]
     categories += sorted({c for row in rows for c in row[3]} - set(categories))
     fig = make_subplots(
+        figure=new_figure(),
         rows=1,
         cols=len(names),
         shared_yaxes=True,
@@ -126,7 +127,6 @@ def build_memory_figure(outcome: Outcome) -> go.Figure | None:
         height=520,
         margin={"l": 70, "r": 30, "t": 90, "b": 90},
         legend={"title": {"text": "category"}},
-        template="plotly_white",
     )
     fig.update_yaxes(title_text="bytes", row=1, col=1)
     return fig

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from playground.export.fragment import new_figure
 from playground.export.timeline_layout import (
     bubble_intervals,
     comm_lane,
@@ -85,6 +86,7 @@ def build_figure(outcome: Outcome) -> go.Figure:
     gap_px = 90 if parted else 70
     height = sum(row_px) + gap_px * (len(rows) - 1) + 140
     fig = make_subplots(
+        figure=new_figure(),
         rows=len(rows),
         cols=1,
         shared_xaxes=True,
@@ -182,7 +184,6 @@ def build_figure(outcome: Outcome) -> go.Figure:
         # Labels inside bars only where they fit at a readable size.
         uniformtext={"mode": "hide", "minsize": 9},
         legend={"title": {"text": "kind"}, "tracegroupgap": 2},
-        template="plotly_white",
     )
     return fig
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from playground.export.fragment import fragment
+from playground.export.fragment import fragment, new_figure
 from playground.workers_text import columns, rank_rows, straggler_sentence
 from runtime.engine.stragglers import WorkersReport
 from runtime.sim.units import format_seconds
@@ -52,6 +52,7 @@ def build_workers_figure(report: WorkersReport) -> go.Figure:
     straggler = report.overall.straggler
     labels = [f"r{r}" + (" ⚠ straggler" if r == straggler else "") for r in ranks]
     fig = make_subplots(
+        figure=new_figure(),
         rows=1,
         cols=2,
         column_widths=[0.45, 0.55],
@@ -106,7 +107,6 @@ def build_workers_figure(report: WorkersReport) -> go.Figure:
         height=max(360, 60 * len(ranks) + 220),
         margin={"l": 90, "r": 30, "t": 90, "b": 90},
         legend={"orientation": "h", "y": -0.25},
-        template="plotly_white",
     )
     return fig
 

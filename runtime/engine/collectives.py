@@ -32,6 +32,7 @@ def _ring_phase(
     phase: str,
     prefix: str,
     step: int | None,
+    series: str | None = None,
 ) -> dict[int, list[Action]]:
     n = len(group)
     sizes = [c * itemsize for c in even_split(numel, n)]
@@ -60,6 +61,7 @@ def _ring_phase(
                     chunk=send_chunk,
                     step=step,
                     phase=phase,
+                    series=series,
                     args=(("send_chunk", send_chunk), ("recv_chunk", recv_chunk), ("parts", n)),
                 )
             )
@@ -67,23 +69,46 @@ def _ring_phase(
 
 
 def ring_reduce_scatter(
-    group: Sequence[int], numel: int, itemsize: int, *, prefix: str = "", step: int | None = None
+    group: Sequence[int],
+    numel: int,
+    itemsize: int,
+    *,
+    prefix: str = "",
+    step: int | None = None,
+    series: str | None = None,
 ) -> dict[int, list[Action]]:
-    return _ring_phase(group, numel, itemsize, phase="reduce-scatter", prefix=prefix, step=step)
+    return _ring_phase(
+        group, numel, itemsize, phase="reduce-scatter", prefix=prefix, step=step, series=series
+    )
 
 
 def ring_all_gather(
-    group: Sequence[int], numel: int, itemsize: int, *, prefix: str = "", step: int | None = None
+    group: Sequence[int],
+    numel: int,
+    itemsize: int,
+    *,
+    prefix: str = "",
+    step: int | None = None,
+    series: str | None = None,
 ) -> dict[int, list[Action]]:
-    return _ring_phase(group, numel, itemsize, phase="all-gather", prefix=prefix, step=step)
+    return _ring_phase(
+        group, numel, itemsize, phase="all-gather", prefix=prefix, step=step, series=series
+    )
 
 
 def ring_all_reduce(
-    group: Sequence[int], numel: int, itemsize: int, *, prefix: str = "", step: int | None = None
+    group: Sequence[int],
+    numel: int,
+    itemsize: int,
+    *,
+    prefix: str = "",
+    step: int | None = None,
+    series: str | None = None,
 ) -> dict[int, list[Action]]:
-    """Ring all-reduce = ring reduce-scatter followed by ring all-gather."""
-    rs = ring_reduce_scatter(group, numel, itemsize, prefix=prefix, step=step)
-    ag = ring_all_gather(group, numel, itemsize, prefix=prefix, step=step)
+    """Ring all-reduce = ring reduce-scatter followed by ring all-gather; `series`: the
+    series its steps belong to (Action.series)."""
+    rs = ring_reduce_scatter(group, numel, itemsize, prefix=prefix, step=step, series=series)
+    ag = ring_all_gather(group, numel, itemsize, prefix=prefix, step=step, series=series)
     return {r: rs[r] + ag[r] for r in group}
 
 

@@ -239,13 +239,14 @@ class Compiler:
         model, kind, rank = self.model, a.kind, a.rank
         if kind == "send" or kind == "sendrecv":
             alpha, beta = model.link(rank, a.dst)  # type: ignore[arg-type]
-            link, out = self.key((rank, a.dst)), self.key((rank, a.dst, a.tag))
+            tag = a.tag  # read from `args` by name: once
+            link, out = self.key((rank, a.dst)), self.key((rank, a.dst, tag))
             if kind == "send":
                 # A non-blocking send holds its sender while it issues (gloo copies
                 # the message out on the sender's thread), as a run measured it.
                 issue = self._issue if a.effects.nonblocking else None
                 return Send(link, alpha, a.bytes * beta, out, issue)
-            into = self.key((a.src, rank, a.tag))
+            into = self.key((a.src, rank, tag))
             # A hand-made collective's steps, as a run timed them (refine_collectives).
             scale = model.collective_scale.get(SENDRECV_SCALE, 1.0)
             reduce = model.gamma * a.recv_bytes * scale if a.reduce else 0.0
