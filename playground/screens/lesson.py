@@ -82,6 +82,11 @@ WORKERS_REDRAW_S = 0.25
 class LessonScreen(OutcomePanels, StoryKeys, GoalChallenges, BilingualBindings, Screen[None]):
     """Controls, Gantt, narrative and panels of one lesson."""
 
+    # The keys go to the timeline from the start (on_mount focuses it too). Left to
+    # Textual, the first focusable widget took the focus first: the parameter form,
+    # whose whole subtree is restyled each time its focus changes.
+    AUTO_FOCUS = "#gantt"
+
     BINDINGS = [
         # The footer's words are short (app.key_*) so that it fits 80 columns in either
         # language; the help screen (?) says each key in full.

@@ -70,6 +70,7 @@ class ParamForm(VerticalScroll):
         self.values: Params | None = None
         self.error: str | None = None
         self.language = "en"  # of the error lines: the screen's, set with the help
+        self._validated: dict[str, str] | None = None  # the fields as last validated
 
     def compose(self) -> ComposeResult:
         defaults = self.lesson.params().typed()
@@ -134,11 +135,16 @@ class ParamForm(VerticalScroll):
 
     def validate_form(self, mode: Mode = "predict") -> Params | None:
         """Parse the form; show the error under the field it names. The params, or None."""
-        for static in self.query(".error"):
+        # Only the error shown is cleared: updating every field's line restyled and
+        # reflowed the whole form at each keystroke, and at each field as the form mounts.
+        for static in self.query(".error.shown"):
             static.remove_class("shown")
             static.update("")
+        raw = self.raw()
+        # What a field's change would validate again (in predict's bounds, as below).
+        self._validated = raw if mode == "predict" else None
         try:
-            self.values = self.lesson.parse(self.raw(), mode)
+            self.values = self.lesson.parse(raw, mode)
             self.error = None
         except ParamError as exc:
             self.values, self.error = None, param_error_text(exc, self.language)
@@ -155,11 +161,17 @@ class ParamForm(VerticalScroll):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()
-        self.validate_form()
+        self._revalidate()
 
     def on_select_changed(self, event: Select.Changed) -> None:
         event.stop()
-        self.validate_form()
+        self._revalidate()
+
+    def _revalidate(self) -> None:
+        # Each field says it changed as the form mounts, with the values validated then:
+        # nothing to parse again (predict's bounds) until one differs.
+        if self.raw() != self._validated:
+            self.validate_form()
 
     def set_value(self, name: str, typed: str) -> None:
         """Type `typed` into one field, as the learner would."""
