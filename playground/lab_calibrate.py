@@ -2,12 +2,14 @@
 
 Issue 41, item 4. `playground calibrate` (runtime.fit.calibration) times a ring of
 every rank on this machine's loopback and fits t = α + S·β; a cluster has two links, so
-the lab measures twice with that same rank job (runtime.fit.calibration_rank, started
+the lab measures twice with that rank job (runtime.fit.calibration_rank, started
 under torchrun by runtime.engine.torchrun_job) and the same fit:
 
 1. inside a node: in each namespace at once, its ranks alone (`torchrun --standalone`,
    gloo on the node's loopback), so both nodes' ranks share the cores as in a lab run;
-   intra α, β, γ are the mean of the two nodes' fits (skipped with one rank a node:
+   the job's link half only (`run_links`: its ring steps and reduction; the compute
+   is timed in step 2); intra α, β, γ are the mean of the two nodes' fits (skipped
+   with one rank a node:
    there is no link inside it, and this machine's calibration stands in);
 2. across the nodes: every rank of both nodes in one ring (gloo on the veth). A ring of
    2×P ranks crosses the link twice, once each way, each step waiting on its slowest
@@ -61,8 +63,11 @@ def node_command(
     lab: Lab, i: int, per_node: int, phase: Phase, out: Path
 ) -> tuple[list[str], dict[str, str]]:
     """Node `i`'s torchrun for `phase` (run in its namespace), and its environment."""
-    from runtime.fit.calibration import RANK_ENTRY
+    from runtime.fit.calibration import LINKS_ENTRY, RANK_ENTRY
 
+    # Inside a node only its link is fitted: the compute is timed across the nodes, with
+    # every rank of the lab busy (profile, below).
+    entry = RANK_ENTRY if phase.across else LINKS_ENTRY
     if phase.across:
         where = ["--nnodes", str(NODES), "--node-rank", str(i), "--master-addr",
                  lab.address(0), "--master-port", str(PORT)]  # fmt: skip
@@ -72,7 +77,7 @@ def node_command(
         device, folder = "lo", out / f"{phase.name}{i}"
     args = ["ip", "netns", "exec", lab.ns(i), sys.executable, "-m", "torch.distributed.run",
             *where, "--nproc-per-node", str(per_node), "-m", "runtime.engine.torchrun_job",
-            RANK_ENTRY, "--out", str(folder)]  # fmt: skip
+            entry, "--out", str(folder)]  # fmt: skip
     return args, {**os.environ, "GLOO_SOCKET_IFNAME": device, "PYTHONUNBUFFERED": "1"}
 
 
@@ -81,16 +86,17 @@ def profile(out: Path, per_node: int, bits: float, base: CostModel) -> CostModel
     machine's calibration) gives the intra link when a node has one rank. ValueError
     when a rank file is missing or not what the rank job writes."""
     from runtime.fit import calibration
+    from runtime.fit.link_fit import fit_link
 
     world = NODES * per_node
     inter = calibration.fit(_results(out / "inter", world), "gloo", world)
     if per_node > 1:
-        inside = [calibration.fit(_results(out / f"intra{i}", per_node), "gloo", per_node)
+        inside = [fit_link(_results(out / f"intra{i}", per_node), per_node)
                   for i in range(NODES)]  # fmt: skip
         alpha = statistics.fmean(m.alpha for m in inside)
         beta = statistics.fmean(m.beta for m in inside)
         gamma = statistics.fmean(m.gamma for m in inside)
-        intra_points = [m.details.get("points", []) for m in inside]
+        intra_points = [[[s, t] for s, t in m.points] for m in inside]
     else:
         alpha, beta, gamma, intra_points = base.alpha, base.beta, base.gamma, []
     host = socket.gethostname()

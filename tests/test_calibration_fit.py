@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from runtime.fit import calibration, calibration_busy, compute_fit
+from runtime.fit import calibration, calibration_busy, compute_fit, link_fit
 from runtime.sim import compute, formulas
 
 
@@ -19,12 +19,12 @@ def test_ring_step_spans_first_rank_in_to_last_rank_out():
     rank1 = [[1.0, 12.0, 4], [20.5, 28.5, 4], [41.0, 60.0, 4]]
     # Extents 12, 8.5, 20 over 4 steps: the median 12 / 4; each rank's own time
     # (8, 11 / 8, 8 / 8, 19) would miss the skew between them.
-    assert calibration.ring_step_time([rank0, rank1]) == pytest.approx(3.0)
+    assert link_fit.ring_step_time([rank0, rank1]) == pytest.approx(3.0)
 
 
 def test_ring_step_needs_every_rank_for_every_repetition():
     with pytest.raises(ValueError):
-        calibration.ring_step_time([[[0.0, 1.0, 2]], [[0.0, 1.0, 2], [2.0, 3.0, 2]]])
+        link_fit.ring_step_time([[[0.0, 1.0, 2]], [[0.0, 1.0, 2], [2.0, 3.0, 2]]])
 
 
 def _busy(seconds: list[float]) -> list[dict]:
@@ -174,7 +174,7 @@ def _rank_results(alpha: float, beta: float) -> list[dict]:
     results = []
     for rank in range(2):
         sendrecv = {}
-        for size in calibration.SIZES:
+        for size in link_fit.SIZES:
             step = alpha + size * beta
             rows, t = [], 0.0
             for pace in PACES:
@@ -214,7 +214,7 @@ def test_the_fit_records_its_spread_the_boot_and_the_load_it_ran_at():
     # repetitions, gamma's fastest and slowest reduction.
     assert recorded.figures["alpha"] == pytest.approx((0.8 * alpha, 1.5 * alpha))
     assert recorded.figures["beta"] == pytest.approx((0.8 * beta, 1.5 * beta))
-    gamma = 1e-3 / calibration.REDUCE_BYTES
+    gamma = 1e-3 / link_fit.REDUCE_BYTES
     assert recorded.figures["gamma"] == pytest.approx((0.8 * gamma, 1.5 * gamma))
     assert model.gamma == pytest.approx(gamma)
     # A block row without its inputs' timings (an older job): no compute spread.

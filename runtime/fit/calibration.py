@@ -29,7 +29,7 @@ import os
 import socket
 import statistics
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from runtime.fit import conditions
 from runtime.fit.calibration_busy import busy_gather_scale, busy_ring_scales, busy_scale
 from runtime.fit.calibration_probes import LessonProbes, fit_lessons
 from runtime.fit.compute_fit import fit_block
+from runtime.fit.link_fit import SIZES, fit_link, link_figures
 from runtime.sim.compute import ComputeRates, block_flops
 from runtime.sim.corrections import Corrections, ScaleKey
 from runtime.sim.costmodel import CostModel
@@ -46,9 +47,9 @@ from runtime.sim.costmodel import CostModel
 METHOD_VERSION = 24
 # What the ranks of a calibration run (runtime.fit.calibration_rank).
 RANK_ENTRY = "runtime.fit.calibration_rank:run_rank"
-SIZES = (4 * 2**10, 64 * 2**10, 256 * 2**10, 2**20, 4 * 2**20)
-REDUCE_BYTES = 4 * 2**20
-REPS = 9
+# The link's half alone (`lab nodes -- calibrate`, inside a node).
+LINKS_ENTRY = "runtime.fit.calibration_rank:run_links"
+REPS = 9  # repetitions of each timing: ring steps, the reduction, a lesson's probes
 # (hidden, tokens, seq) of the MiniGPT blocks timed for the compute rates: from the
 # smallest lesson shapes (all overhead) to the pipeline's (mostly FLOPs).
 BLOCK_SHAPES = ((32, 64, 16), (32, 512, 16), (64, 512, 64), (64, 2048, 64), (128, 2048, 64))
@@ -161,14 +162,9 @@ def fit(
     average `load1` (read before the ranks started; now if not given) and the spread
     of its repetitions, which make the before-run prediction an interval."""
     sizes = SIZES if world_size > 1 else ()
-    # Each repetition's step time per size (the sizes took turns, repetition by repetition).
-    per_size = [ring_step_times(r["sendrecv"][str(size)] for r in rank_results) for size in sizes]
-    points = [(size, statistics.median(times)) for size, times in zip(sizes, per_size, strict=True)]
-    alpha, beta = _line(points)
-    reduce_reps = [
-        max(rep) / REDUCE_BYTES for rep in zip(*(r["reduce_s"] for r in rank_results), strict=True)
-    ]
-    gamma = statistics.median(reduce_reps)
+    link = fit_link(rank_results, world_size)
+    alpha, beta, gamma, points = link.alpha, link.beta, link.gamma, link.points
+    per_size, reduce_reps = link.per_size, link.reduce_reps
     host = socket.gethostname()
     scales = busy_ring_scales(rank_results, world_size, alpha, beta, gamma)
     builtin = busy_scale(
@@ -211,39 +207,6 @@ def fit(
     )
 
 
-def _line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
-    """Least-squares (alpha, beta) of t = alpha + S·beta, each at its floor; the floors
-    alone without points (one rank alone has no link: never used)."""
-    alpha, beta = 1e-7, 1e-13
-    if len(points) > 1:
-        mean_s = statistics.fmean(s for s, _ in points)
-        mean_t = statistics.fmean(t for _, t in points)
-        beta = sum((s - mean_s) * (t - mean_t) for s, t in points) / sum(
-            (s - mean_s) ** 2 for s, _ in points
-        )
-        beta = max(beta, 1e-13)
-        alpha = max(mean_t - beta * mean_s, 1e-7)
-    return alpha, beta
-
-
-def link_figures(
-    sizes: Sequence[int], per_size: Sequence[list[float]], reduce_reps: Sequence[float]
-) -> dict[str, tuple[float, float]]:
-    """Each link figure's range over the repetitions: alpha and beta fitted on every
-    size's fastest repetition and on its slowest (each figure's lower and higher of the
-    two), gamma's fastest and slowest reduction. Informative (`calibrate` prints it):
-    the interval itself comes from the paces (conditions.Spread)."""
-    out: dict[str, tuple[float, float]] = {}
-    if sizes:
-        fast = _line([(s, min(t)) for s, t in zip(sizes, per_size, strict=True)])
-        slow = _line([(s, max(t)) for s, t in zip(sizes, per_size, strict=True)])
-        out["alpha"] = (min(fast[0], slow[0]), max(fast[0], slow[0]))
-        out["beta"] = (min(fast[1], slow[1]), max(fast[1], slow[1]))
-    if reduce_reps:
-        out["gamma"] = (min(reduce_reps), max(reduce_reps))
-    return out
-
-
 def compute_spread(rank_results: list[dict[str, Any]]) -> tuple[float, float]:
     """The compute's (fast, slow) factors: per rank and block shape, the fastest and the
     slowest forward-and-backward of one input against their median
@@ -251,24 +214,6 @@ def compute_spread(rank_results: list[dict[str, Any]]) -> tuple[float, float]:
     without them: (1, 1)), the median over ranks and shapes (conditions.sample_range)."""
     groups = [row[5] for r in rank_results for row in r["blocks"] if len(row) > 5]
     return conditions.sample_range(groups)
-
-
-def ring_step_time(per_rank: Iterable[list[list[float]]]) -> float:
-    """Seconds per ring step at one size: the median over repetitions of ring_step_times."""
-    return statistics.median(ring_step_times(per_rank))
-
-
-def ring_step_times(per_rank: Iterable[list[list[float]]]) -> list[float]:
-    """Seconds per ring step at one size, per repetition: from the first rank's start
-    to the last rank's end, over its steps (each rank's row: [start, end, steps]). This is how the lesson times an iteration, so the ranks'
-    skew leaving the barrier and the jitter one late rank passes along the ring (each
-    step waits on the left neighbour's previous one) are in the figure, as in the run's.
-    """
-    reps = zip(*per_rank, strict=True)
-    return [
-        (max(end for _, end, _ in rep) - min(start for start, _, _ in rep)) / rep[0][2]
-        for rep in reps
-    ]
 
 
 def fit_compute(

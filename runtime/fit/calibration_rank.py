@@ -28,16 +28,37 @@ from runtime.engine.comm import Comm
 from runtime.engine.models import Block, GPTConfig
 from runtime.engine.worker import RankContext
 from runtime.fit import calibration_compute as timing
-from runtime.fit.calibration import REDUCE_BYTES, REPS, SIZES
+from runtime.fit.calibration import REPS
 from runtime.fit.calibration_busy import BUSY_BYTES, BUSY_REPS
 from runtime.fit.calibration_probes import ProbeJob
+from runtime.fit.link_fit import REDUCE_BYTES, SIZES
 from runtime.sim.program import Action
 
 
 def run_rank(ctx: RankContext[tuple[ProbeJob, ...] | None]) -> dict[str, Any]:
     n, rank = ctx.world_size, ctx.rank
-    group = list(range(n))
     comm = Comm()
+    return {
+        **_links(ctx, comm),
+        **(_busy_timings(ctx, comm) if n > 1 else {}),
+        "blocks": timing.blocks(),
+        "adam": timing.adam(),
+        "op_s": timing.op_seconds(),
+        "wake": timing.wake(n),
+        "probes": run_probes(ctx.params or (), rank, n),
+    }
+
+
+def run_links(ctx: RankContext[None]) -> dict[str, Any]:
+    """The link's half alone (ring steps and a reduction): what `lab nodes -- calibrate`
+    needs inside a node, where the compute is timed by its run across the nodes."""
+    return _links(ctx, Comm())
+
+
+def _links(ctx: RankContext[Any], comm: Comm) -> dict[str, Any]:
+    """Seconds of ring steps per size, and of a reduction (runtime.fit.calibration.fit_link)."""
+    n, rank = ctx.world_size, ctx.rank
+    group = list(range(n))
     timings: dict[str, list[float]] = {}
     # A barrier Action first, as in the lesson's iterations: the first step's receive is
     # posted before it (runtime.engine.comm), and the clock starts after it.
@@ -70,16 +91,7 @@ def run_rank(ctx: RankContext[tuple[ProbeJob, ...] | None]) -> dict[str, Any]:
         start = time.perf_counter()
         a.add_(b)
         reduce_s.append(time.perf_counter() - start)
-    return {
-        "sendrecv": timings,
-        "reduce_s": reduce_s,
-        **(_busy_timings(ctx, comm) if n > 1 else {}),
-        "blocks": timing.blocks(),
-        "adam": timing.adam(),
-        "op_s": timing.op_seconds(),
-        "wake": timing.wake(n),
-        "probes": run_probes(ctx.params or (), rank, n),
-    }
+    return {"sendrecv": timings, "reduce_s": reduce_s}
 
 
 def run_probes(jobs: tuple[ProbeJob, ...], rank: int, world_size: int) -> dict[str, Any]:
