@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 from test_lesson_screen import SIZE, open_lesson
-from test_tmux import Tmux
 from test_trust import LOOPBACK_V4, LOOPBACK_V6, listening_addresses
+from tmux_driver import HAS_TMUX, Tmux, playground_command
 
 from playground import session
 from playground.app import PlaygroundApp
@@ -173,16 +173,14 @@ async def test_the_workers_tab_fills_in_while_a_run_goes() -> None:
         assert "measured" in view.note and view.report.ranks == [0, 1, 2, 3]
 
 
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+@pytest.mark.skipif(not HAS_TMUX, reason="tmux is not installed")
 def test_in_tmux_the_workers_tab_updates_and_marks_the_straggler(tmp_path) -> None:
-    playground = Path(sys.executable).with_name("playground")
-    command = str(playground) if playground.exists() else f"{sys.executable} -m playground.cli"
     env = {
         "PLAYGROUND_LANG": "en",
         "PLAYGROUND_CACHE_DIR": os.environ.get("PLAYGROUND_CACHE_DIR", str(tmp_path)),
         "TERM": "xterm-256color",
     }
-    tmux = Tmux(command, env, width=150, height=45)
+    tmux = Tmux(playground_command(), env, width=150, height=45)
     try:
         tmux.wait_for("Lesson 1")
         tmux.keys("Down", "Down", "Enter")  # lesson 2, zero
