@@ -9,8 +9,8 @@ under torchrun by runtime.engine.torchrun_job) and the same fit:
    gloo on the node's loopback), so both nodes' ranks share the cores as in a lab run;
    the job's link half only (`run_links`: its ring steps and reduction; the compute
    is timed in step 2); intra α, β, γ are the mean of the two nodes' fits (skipped
-   with one rank a node:
-   there is no link inside it, and this machine's calibration stands in);
+   with one rank a node: there is no link inside it, and this machine's calibration
+   stands in);
 2. across the nodes: every rank of both nodes in one ring (gloo on the veth). A ring of
    2×P ranks crosses the link twice, once each way, each step waiting on its slowest
    hop, so its fit is the link's α and β as a ring step pays them (inter α/β; α never

@@ -56,7 +56,7 @@ def run_links(ctx: RankContext[None]) -> dict[str, Any]:
 
 
 def _links(ctx: RankContext[Any], comm: Comm) -> dict[str, Any]:
-    """Seconds of ring steps per size, and of a reduction (runtime.fit.calibration.fit_link)."""
+    """Seconds of ring steps per size, and of a reduction (runtime.fit.link_fit.fit_link)."""
     n, rank = ctx.world_size, ctx.rank
     group = list(range(n))
     timings: dict[str, list[float]] = {}

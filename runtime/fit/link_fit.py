@@ -57,10 +57,10 @@ def ring_step_time(per_rank: Iterable[list[list[float]]]) -> float:
 
 def ring_step_times(per_rank: Iterable[list[list[float]]]) -> list[float]:
     """Seconds per ring step at one size, per repetition: from the first rank's start
-    to the last rank's end, over its steps (each rank's row: [start, end, steps]). This is how the lesson times an iteration, so the ranks'
-    skew leaving the barrier and the jitter one late rank passes along the ring (each
-    step waits on the left neighbour's previous one) are in the figure, as in the run's.
-    """
+    to the last rank's end, over its steps (each rank's row: [start, end, steps]). This
+    is how the lesson times an iteration, so the ranks' skew leaving the barrier and the
+    jitter one late rank passes along the ring (each step waits on the left neighbour's
+    previous one) are in the figure, as in the run's."""
     reps = zip(*per_rank, strict=True)
     return [
         (max(end for _, end, _ in rep) - min(start for start, _, _ in rep)) / rep[0][2]
