@@ -17,6 +17,7 @@ Pure: stdlib only.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,8 +31,8 @@ def _ring_phase(
     itemsize: int,
     *,
     phase: str,
-    prefix: str,
-    step: int | None,
+    prefix: str = "",
+    step: int | None = None,
     series: str | None = None,
 ) -> dict[int, list[Action]]:
     n = len(group)
@@ -68,32 +69,9 @@ def _ring_phase(
     return out
 
 
-def ring_reduce_scatter(
-    group: Sequence[int],
-    numel: int,
-    itemsize: int,
-    *,
-    prefix: str = "",
-    step: int | None = None,
-    series: str | None = None,
-) -> dict[int, list[Action]]:
-    return _ring_phase(
-        group, numel, itemsize, phase="reduce-scatter", prefix=prefix, step=step, series=series
-    )
-
-
-def ring_all_gather(
-    group: Sequence[int],
-    numel: int,
-    itemsize: int,
-    *,
-    prefix: str = "",
-    step: int | None = None,
-    series: str | None = None,
-) -> dict[int, list[Action]]:
-    return _ring_phase(
-        group, numel, itemsize, phase="all-gather", prefix=prefix, step=step, series=series
-    )
+# The two halves of a ring all-reduce: (group, numel, itemsize, *, prefix, step, series).
+ring_reduce_scatter = functools.partial(_ring_phase, phase="reduce-scatter")
+ring_all_gather = functools.partial(_ring_phase, phase="all-gather")
 
 
 def ring_all_reduce(
