@@ -57,7 +57,9 @@ def test_learner_path_through_lesson_one(tmp_path: Path) -> None:
         # lesson's straggler step in place of the phase (by design: LessonScreen): on
         # shared cores one rank is sometimes flagged, and the cursor then met that step
         # before any phase (seen once in a full run here). Either is a ring-time step.
-        ring_steps = ("Phase", "Everyone waits for the slowest")
+        # A step's title wraps in the narrative's box: its first word, beside its number,
+        # is on one line ("5/5 · Everyone").
+        ring_steps = ("· Phase", "· Everyone")
         for _ in range(100):
             before = tmux.screen()
             tmux.keys("Right")

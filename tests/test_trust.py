@@ -64,9 +64,9 @@ def test_every_listening_socket_of_a_run_is_loopback() -> None:
             assert host in (LOOPBACK_V4, LOOPBACK_V6), f"a rank listens on {address}"
 
 
-def _playground(*args: str) -> subprocess.CompletedProcess:
+def _playground(*args: str, **env: str) -> subprocess.CompletedProcess:
     # Its own process (tests/cli_server.py): these commands are refused before any rank.
-    return run_cli(args, env={**os.environ, "PLAYGROUND_LANG": "en"}, timeout=120)
+    return run_cli(args, env={**os.environ, "PLAYGROUND_LANG": "en", **env}, timeout=120)
 
 
 @pytest.mark.parametrize(
@@ -82,21 +82,23 @@ def _playground(*args: str) -> subprocess.CompletedProcess:
         (["-p", "size=4\nMiB"], "size"),
     ],
 )
-def test_bad_input_is_refused_before_any_rank_starts(extra: list[str], needle: str) -> None:
+def test_bad_input_is_refused_before_any_rank_starts(
+    extra: list[str], needle: str, tmp_path: Path
+) -> None:
     if "nccl" in extra and session.cuda_devices():
         pytest.skip("this machine has a CUDA GPU: nccl is available")
-    root = Path(os.environ["PLAYGROUND_RUNS_DIR"])  # tests/conftest.py: this session's
-
-    def run_dirs() -> list[Path]:
-        return sorted(p for p in root.glob("*") if p.name != rundirs.ROOT_MARKER)
-
-    before = run_dirs()
-    out = _playground("run", "ring-allreduce", "--ranks", "2", *extra)
+    # A runs folder of this command's own: the session's gets other tests' runs meanwhile
+    # (`pytest -n auto` runs rank tests side by side).
+    root = tmp_path / "runs"
+    out = _playground(
+        "run", "ring-allreduce", "--ranks", "2", *extra, PLAYGROUND_RUNS_DIR=str(root)
+    )
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], out.stderr
     assert "rank logs" not in out.stdout  # no rank started...
-    assert run_dirs() == before  # ...nor a run directory made for one
+    made = [p for p in root.glob("*") if p.name != rundirs.ROOT_MARKER]
+    assert made == []  # ...nor a run directory made for one
 
 
 def test_run_pipeline_takes_ranks_as_its_stages() -> None:
