@@ -162,13 +162,13 @@ def _load() -> dict:
 
 def save(model: CostModel, per_node: int, bits: float) -> Path:
     """Cache the lab's profile (private, as the machine's calibration is); its path."""
-    from runtime.engine.files import make_private_dir, write_text_atomic
-    from runtime.fit.calibration import METHOD_VERSION, cache_dir
+    from runtime.engine.files import write_text_atomic
+    from runtime.fit.calibration import METHOD_VERSION, make_cache_dir
 
     method = f"|v{METHOD_VERSION}"
     data = {k: v for k, v in _load().items() if k.endswith(method)}  # older methods go
     data[_key(per_node, bits)] = model.describe()
-    make_private_dir(cache_dir(), tighten="PLAYGROUND_CACHE_DIR" not in os.environ)
+    make_cache_dir()
     write_text_atomic(cache_file(), json.dumps(data, indent=1))
     return cache_file()
 

@@ -7,8 +7,8 @@ workers, memory, curves) is written without it, with the same display options.
 Every figure of the page wears Plotly's "plotly_white" template, and it is put on here,
 once the figure is built: a figure builder makes its figure with `new_figure` (or gives
 `make_subplots` one of them), which carries no template. Plotly checks a template
-property by property each time one is set, which took more time than the rest of an
-export; the figure as built is still checked by Plotly, the template is its own.
+property by property each time one is set (on every figure, a fifth or more of an
+export); the figure as built is still checked by Plotly, the template is its own.
 
 Imports: plotly only; never torch.
 """

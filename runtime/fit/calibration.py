@@ -73,6 +73,15 @@ def cache_dir() -> Path:
     return Path(base)
 
 
+def make_cache_dir() -> Path:
+    """The cache folder, made if need be: private (0700; the files in it name this host
+    and what it measured), but a folder the user chose (PLAYGROUND_CACHE_DIR) is used as
+    it is."""
+    folder = cache_dir()
+    make_private_dir(folder, tighten="PLAYGROUND_CACHE_DIR" not in os.environ)
+    return folder
+
+
 def cache_file() -> Path:
     return cache_dir() / "calibration.json"
 
@@ -112,9 +121,7 @@ def save(model: CostModel, backend: str, world_size: int) -> None:
     method = f"v{METHOD_VERSION}"
     data = {k: v for k, v in _load_cache().items() if k.rsplit("|", 1)[-1] == method}
     data[cache_key(backend, world_size)] = model.describe()
-    # Private (0700 folder, 0600 file): it names this host and what it measured. A folder
-    # the user chose (PLAYGROUND_CACHE_DIR) is used as it is.
-    make_private_dir(cache_dir(), tighten="PLAYGROUND_CACHE_DIR" not in os.environ)
+    make_cache_dir()  # the file 0600, as write_text_atomic writes it
     write_text_atomic(cache_file(), json.dumps(data, indent=1))
 
 

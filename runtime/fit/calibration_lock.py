@@ -25,8 +25,7 @@ import fcntl
 import os
 from collections.abc import Iterator
 
-from runtime.engine.files import make_private_dir
-from runtime.fit.calibration import cache_dir
+from runtime.fit.calibration import make_cache_dir
 
 LOCK_NAME = "calibration.lock"
 
@@ -48,11 +47,10 @@ def exclusive() -> Iterator[None]:
 
 def _open() -> int | None:
     try:
-        make_private_dir(cache_dir(), tighten="PLAYGROUND_CACHE_DIR" not in os.environ)
         # O_NOFOLLOW: a link planted in the folder is never followed; O_NONBLOCK: a FIFO
         # planted there does not hang the open.
         return os.open(
-            cache_dir() / LOCK_NAME,
+            make_cache_dir() / LOCK_NAME,
             os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
             0o600,
         )
