@@ -8,7 +8,9 @@ parser the command parses with. Never imports torch.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
+import os
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -86,7 +88,18 @@ def _output_args(p: argparse.ArgumentParser) -> None:
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; or, given the command about to run (one of those declared
     here), that command's with the others' by name only: `predict` then starts without
-    importing what `cloud` or `budget` need."""
+    importing what `cloud` or `budget` need. Built once per command and language (its
+    help is in the learner's language): a process that runs many commands (the app's
+    tests, a script calling `main`) parses each with the same one, as parsing never
+    changes a parser. A TAB's completion (argcomplete) rewrites the parser's actions
+    as it answers: it gets a parser of its own."""
+    if "_ARGCOMPLETE" in os.environ:
+        return _built.__wrapped__(command, default_language())
+    return _built(command, default_language())
+
+
+@functools.lru_cache(maxsize=16)
+def _built(command: str | None, language: str) -> argparse.ArgumentParser:
     from runtime.sim.profiles import profile_names
 
     parser = _Parser(prog="playground", description=t("cli.description"))

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Collapsible, Input, Label, Select, Static
 
 from playground.i18n import t
@@ -95,7 +96,7 @@ class ParamForm(VerticalScroll):
             label, self._input(name, knob, defaults[name]),
             classes="param stacked" if stacked else "param",
         )  # fmt: skip
-        return [row, Static(classes="error", id=f"error-{name}")]
+        return [row]
 
     def on_resize(self) -> None:
         narrow = self.content_size.width - self.label_width < MIN_VALUE
@@ -149,8 +150,8 @@ class ParamForm(VerticalScroll):
         except ParamError as exc:
             self.values, self.error = None, param_error_text(exc, self.language)
             names = {name for name, _ in self.knobs}
-            target_id = f"#error-{exc.field}" if exc.field in names else "#error-form"
-            target = self.query_one(target_id, Static)
+            target = self._error_line(exc.field) if exc.field in names else None
+            target = target or self.query_one("#error-form", Static)
             target.update(f"⚠ {self.error}")
             target.add_class("shown")
             for group in target.ancestors:
@@ -158,6 +159,19 @@ class ParamForm(VerticalScroll):
                     group.collapsed = False
         self.post_message(self.Changed(self.values, self.error))
         return self.values
+
+    def _error_line(self, name: str) -> Static:
+        """The line under field `name`, mounted the first time it has an error to show:
+        a line per field, hidden, made every lesson screen a fifth larger (the widgets
+        Textual styles and lays out as the screen opens), and most are never shown."""
+        found = self.query(f"#error-{name}")
+        if found:
+            return found.first(Static)
+        row = self.query_one(f"#param-{name}").parent
+        assert isinstance(row, Widget) and isinstance(row.parent, Widget)
+        line = Static(classes="error", id=f"error-{name}")
+        row.parent.mount(line, after=row)
+        return line
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()
