@@ -109,3 +109,25 @@ try "playground predict pipeline -p schedule="
     assert lesson == ["pipeline"]
     assert param == ["schedule="]
     assert choices == ["gpipe", "1f1b", "interleaved", "zb-h1"]
+
+
+def test_one_parser_per_command_and_language(capsys, monkeypatch) -> None:
+    """A process that runs many commands parses each with the parser built for its
+    command and the learner's language (in-process, as these tests call `main`); a
+    change of language gets that language's parser; a TAB's completion, which rewrites
+    the parser it answers with, always gets a new one."""
+    from playground.cli_parser import build_parser
+    from playground.i18n import t
+
+    monkeypatch.setenv("PLAYGROUND_LANG", "en")
+    english = build_parser("predict")
+    assert build_parser("predict") is english and build_parser("run") is not english
+    monkeypatch.setenv("PLAYGROUND_LANG", "es")
+    spanish = build_parser("predict")
+    assert spanish is not english
+    assert (english.description, spanish.description) == (
+        t("cli.description", "en"), t("cli.description", "es"))  # fmt: skip
+    opening = " ".join(t("cli.description", "es").split()[:3])  # help wraps the rest
+    assert opening in _help(capsys, "--help")  # `main` parses with the Spanish one
+    monkeypatch.setenv("_ARGCOMPLETE", "1")
+    assert build_parser("predict") is not build_parser("predict")

@@ -171,3 +171,33 @@ async def test_a_kill_set_in_lesson_3s_form_restarts_once_and_ends_bitwise() -> 
         assert "failure" in kinds and "restart" in kinds
         verdicts = {v.challenge.id: v.met for v in screen.verdicts}
         assert verdicts["kill-12"] is True
+
+
+async def test_a_wrong_fault_knob_unfolds_its_group_and_is_named_under_its_field() -> None:
+    """An error line is mounted under its field the first time the field is wrong (the
+    form holds none before), unfolds the folded group around it, says the next error in
+    the same line, and is hidden once the field is right."""
+    from textual.widgets import Static
+
+    from playground.app import PlaygroundApp
+    from playground.widgets.param_form import ParamForm
+
+    app = PlaygroundApp(language="en")
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_lesson(pilot, "mixed-precision")
+        form = screen.query_one("#form", ParamForm)
+        group = screen.query_one("#group-faults", Collapsible)
+        assert group.collapsed and not form.query(".error").exclude("#error-form")
+        for typed in ("-5", "abc"):
+            form.set_value("overflow_step", typed)
+            await pilot.pause()
+            [line] = form.query("#error-overflow_step").results(Static)
+            assert line.has_class("shown") and f"overflow_step={typed}" in str(line.content)
+        assert not group.collapsed
+        row = form.query_one("#param-overflow_step").parent
+        assert row is not None and row.parent is not None
+        siblings = list(row.parent.children)
+        assert siblings[siblings.index(row) + 1] is line  # right under its field
+        form.set_value("overflow_step", "2")
+        await pilot.pause()
+        assert not line.has_class("shown") and form.values is not None

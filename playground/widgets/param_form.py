@@ -150,8 +150,10 @@ class ParamForm(VerticalScroll):
         except ParamError as exc:
             self.values, self.error = None, param_error_text(exc, self.language)
             names = {name for name, _ in self.knobs}
-            target = self._error_line(exc.field) if exc.field in names else None
-            target = target or self.query_one("#error-form", Static)
+            if exc.field in names:
+                target = self._error_line(exc.field)
+            else:
+                target = self.query_one("#error-form", Static)
             target.update(f"⚠ {self.error}")
             target.add_class("shown")
             for group in target.ancestors:
@@ -162,8 +164,8 @@ class ParamForm(VerticalScroll):
 
     def _error_line(self, name: str) -> Static:
         """The line under field `name`, mounted the first time it has an error to show:
-        a line per field, hidden, made every lesson screen a fifth larger (the widgets
-        Textual styles and lays out as the screen opens), and most are never shown."""
+        a hidden line for every field was a seventh of a lesson screen's widgets (each
+        styled and laid out as the screen opens), and most are never shown."""
         found = self.query(f"#error-{name}")
         if found:
             return found.first(Static)
