@@ -103,7 +103,7 @@ def main() -> None:
     )
     table = [
         *header(SCRIPT, WHAT, command),
-        f"Load average when it started: {load:.1f} on {os.cpu_count()} cores "
+        f"Load average when it started: {load:.1f} on {cores} cores "
         "(other processes' load only ever adds time, unevenly). "
         f"HYPOTHESIS_PROFILE={args.profile}; wall time of the whole pytest process, "
         f"start and collection included, median of {args.runs} run(s) (range). "

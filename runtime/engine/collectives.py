@@ -98,6 +98,7 @@ def _binomial(
     root: int | None = None,
     prefix: str = "",
     step: int | None = None,
+    series: str | None = None,
 ) -> dict[int, list[Action]]:
     """Binomial tree over virtual ranks vr = (position - root position) mod n (MPICH's)."""
     n = len(group)
@@ -126,6 +127,7 @@ def _binomial(
                     src=None if is_send else peer,
                     bytes=nbytes,
                     reduce=(phase == "reduce" and not is_send),
+                    series=series,
                     step=step,
                     phase=phase,
                 )
@@ -171,9 +173,14 @@ def tree_reduce(group: Sequence[int], nbytes: int, **kw: Any) -> dict[int, list[
 
 
 def tree_all_reduce(
-    group: Sequence[int], nbytes: int, *, prefix: str = "", step: int | None = None
+    group: Sequence[int],
+    nbytes: int,
+    *,
+    prefix: str = "",
+    step: int | None = None,
+    series: str | None = None,
 ) -> dict[int, list[Action]]:
     """Reduce to the group's first rank on a binomial tree, then broadcast back."""
-    rd = tree_reduce(group, nbytes, prefix=prefix, step=step)
-    bc = tree_broadcast(group, nbytes, prefix=prefix, step=step)
+    rd = tree_reduce(group, nbytes, prefix=prefix, step=step, series=series)
+    bc = tree_broadcast(group, nbytes, prefix=prefix, step=step, series=series)
     return {r: rd[r] + bc[r] for r in group}

@@ -47,12 +47,12 @@ def build(params: RingParams) -> Program:
                 schedule = collectives.ring_all_reduce(
                     group, params.numel, params.itemsize, prefix=prefix, step=step, series=hand
                 )
-                for rank in group:
-                    program.extend(schedule[rank])
             else:
-                schedule = collectives.tree_all_reduce(group, params.size, prefix=prefix, step=step)
-                for rank in group:
-                    program.extend(replace(a, series=hand) for a in schedule[rank])
+                schedule = collectives.tree_all_reduce(
+                    group, params.size, prefix=prefix, step=step, series=hand
+                )
+            for rank in group:
+                program.extend(schedule[rank])
         # torch's own all_reduce on the same data, after a barrier, in every iteration:
         # measured side by side with the hand-made one, so drifts in the machine's load
         # hit both alike (and the learner sees both on one timeline).
